@@ -1,0 +1,3 @@
+"""durasim.checkers (grows with later issues)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""durasim.runtime (grows with later issues)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""durasim.scenarios (grows with later issues)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""durasim.sim (grows with later issues)."""
+
+__all__: list[str] = []

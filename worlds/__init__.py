@@ -1,0 +1,130 @@
+"""durasim.worlds: the log contract and the Worlds that keep it.
+
+A World stores append-only, position-numbered per-run event logs, the entities
+folded from them (runs, steps, hooks, waits), a message queue and chunk streams.
+docs/protocol.md is the normative contract; :mod:`durasim.worlds` gives:
+
+* the contract as protocols (:class:`World` and its facets), value types and errors;
+* the reference fold and guards every World reuses (:func:`fold_log`, :func:`plan_write`);
+* :class:`MemoryWorld` (the reference) and :class:`SQLiteWorld` (the embedded default).
+"""
+
+from ._entities import (
+    BatchResult,
+    Capabilities,
+    Chunk,
+    ChunkPage,
+    Delivery,
+    EventPage,
+    EventResult,
+    Hook,
+    HookStatus,
+    Message,
+    Run,
+    RunPage,
+    RunStatus,
+    Snapshot,
+    Step,
+    StepStatus,
+    StreamInfo,
+    Wait,
+    WaitStatus,
+)
+from ._errors import (
+    CorruptedLog,
+    DurasimError,
+    EntityConflict,
+    EventNotFound,
+    HookNotFound,
+    InBandSuperseded,
+    InvalidRequest,
+    LeaseLost,
+    RunExpired,
+    RunNotFound,
+    StepNotFound,
+    StreamClosed,
+    TooEarly,
+    WaitNotFound,
+    WorldError,
+)
+from ._events import Event, EventRequest, EventType, Payload, validate_request
+from ._fold import BATCH_FORBIDDEN, FoldedRun, Plan, StateView, fold_log, plan_batch, plan_write
+from ._memory import MemoryWorld
+from ._protocol import (
+    EventsFacet,
+    HooksFacet,
+    QueueFacet,
+    RunsFacet,
+    StepsFacet,
+    StreamsFacet,
+    WaitsFacet,
+    World,
+)
+from ._sqlite import SQLiteWorld
+from ._time import EPOCH, Clock, CountingIds, FixedClock, IdSource, RandomIds, SystemClock
+
+__all__ = [
+    "BATCH_FORBIDDEN",
+    "EPOCH",
+    "BatchResult",
+    "Capabilities",
+    "Chunk",
+    "ChunkPage",
+    "Clock",
+    "CorruptedLog",
+    "CountingIds",
+    "Delivery",
+    "DurasimError",
+    "EntityConflict",
+    "Event",
+    "EventNotFound",
+    "EventPage",
+    "EventRequest",
+    "EventResult",
+    "EventType",
+    "EventsFacet",
+    "FixedClock",
+    "FoldedRun",
+    "Hook",
+    "HookNotFound",
+    "HookStatus",
+    "HooksFacet",
+    "IdSource",
+    "InBandSuperseded",
+    "InvalidRequest",
+    "LeaseLost",
+    "MemoryWorld",
+    "Message",
+    "Payload",
+    "Plan",
+    "QueueFacet",
+    "RandomIds",
+    "Run",
+    "RunExpired",
+    "RunNotFound",
+    "RunPage",
+    "RunStatus",
+    "RunsFacet",
+    "SQLiteWorld",
+    "Snapshot",
+    "StateView",
+    "Step",
+    "StepNotFound",
+    "StepStatus",
+    "StepsFacet",
+    "StreamClosed",
+    "StreamInfo",
+    "StreamsFacet",
+    "SystemClock",
+    "TooEarly",
+    "Wait",
+    "WaitNotFound",
+    "WaitStatus",
+    "WaitsFacet",
+    "World",
+    "WorldError",
+    "fold_log",
+    "plan_batch",
+    "plan_write",
+    "validate_request",
+]

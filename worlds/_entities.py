@@ -1,0 +1,340 @@
+"""Entities (folds of the log) and the value types Worlds hand back.
+
+Runs, steps, hooks and waits are never written directly: each is the fold of
+its run's log (docs/protocol.md §3).  Every type here is a frozen ``attrs``
+value, so a caller can never change what a World stores.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from ._events import Event, Payload
+
+__all__ = [
+    "BatchResult",
+    "Capabilities",
+    "Chunk",
+    "ChunkPage",
+    "Delivery",
+    "EventPage",
+    "EventResult",
+    "Hook",
+    "HookStatus",
+    "Message",
+    "Run",
+    "RunPage",
+    "RunStatus",
+    "Snapshot",
+    "Step",
+    "StepStatus",
+    "StreamInfo",
+    "Wait",
+    "WaitStatus",
+]
+
+
+class RunStatus(enum.StrEnum):
+    """Run lifecycle: pending -> running -> completed | failed | cancelled."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether no further run transition is possible."""
+        return self in _RUN_TERMINAL
+
+
+_RUN_TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+class StepStatus(enum.StrEnum):
+    """Step lifecycle: pending -> running -> (pending on retry) -> completed | failed."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the step has its one outcome."""
+        return self in (StepStatus.COMPLETED, StepStatus.FAILED)
+
+
+class HookStatus(enum.StrEnum):
+    """Hook lifecycle: active -> disposed (by hook_disposed) | released (run ended)."""
+
+    ACTIVE = "active"
+    DISPOSED = "disposed"
+    RELEASED = "released"
+
+
+class WaitStatus(enum.StrEnum):
+    """Wait lifecycle: waiting -> completed (wait_completed) | released (run ended)."""
+
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    RELEASED = "released"
+
+
+def _frozen_attrs(value: Mapping[str, str] | None) -> Payload:
+    return Payload(value or {})
+
+
+@attrs.frozen(kw_only=True)
+class Run:
+    """A workflow run: the fold of its run events and attribute changes."""
+
+    run_id: str
+    workflow_name: str
+    status: RunStatus
+    input: bytes
+    created_at: datetime
+    updated_at: datetime
+    deployment_id: str | None = None
+    execution_context: bytes | None = None
+    output: bytes | None = None
+    error: bytes | None = None
+    error_code: str | None = None
+    cancel_reason: str | None = None
+    attributes: Payload = attrs.field(factory=Payload, converter=_frozen_attrs)
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Step:
+    """A step of a run.  ``attempt`` is the number of ``step_started`` events."""
+
+    run_id: str
+    step_id: str
+    step_name: str
+    status: StepStatus
+    input: bytes
+    attempt: int
+    created_at: datetime
+    updated_at: datetime
+    output: bytes | None = None
+    error: bytes | None = None
+    retry_after: datetime | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    inline: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class Hook:
+    """A hook: a token the outside world resumes the run with."""
+
+    run_id: str
+    hook_id: str
+    token: str
+    status: HookStatus
+    created_at: datetime
+    updated_at: datetime
+    metadata: bytes | None = None
+    is_webhook: bool = False
+    received_count: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class Wait:
+    """A durable sleep: due at ``resume_at``, completed by ``wait_completed``."""
+
+    run_id: str
+    wait_id: str
+    status: WaitStatus
+    resume_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Snapshot:
+    """A run's counters, read before a page: ``seq`` events, ``seq_in_band`` of them in-band."""
+
+    seq: int
+    seq_in_band: int
+
+
+@attrs.frozen(kw_only=True)
+class EventPage:
+    """A page of a run's log in position order.
+
+    ``snapshot`` was read before the page; ``events`` are a prefix-consistent
+    slice; ``has_more`` says another page follows ``events[-1].seq``.
+    """
+
+    events: tuple[Event, ...]
+    snapshot: Snapshot
+    has_more: bool
+
+    @property
+    def next_after(self) -> int:
+        """The ``after_seq`` that asks for the next page."""
+        return self.events[-1].seq if self.events else 0
+
+
+@attrs.frozen(kw_only=True)
+class EventResult:
+    """The answer to one write.
+
+    Attributes:
+        event: the committed event (or, for a tolerated duplicate, the canonical
+            earlier one; ``None`` when the write appended nothing, e.g. a second
+            ``run_started``).
+        run: the run after the write.
+        step, hook, wait: the entity the write touched, after it.
+        unseen: events committed after ``seen_seq`` and before ``event``: what the
+            writer had not seen (bump and report).
+        allocated: positions this write took (0 for a duplicate collapsed onto an
+            earlier event).
+    """
+
+    event: Event | None
+    run: Run
+    step: Step | None = None
+    hook: Hook | None = None
+    wait: Wait | None = None
+    unseen: tuple[Event, ...] = ()
+    allocated: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class BatchResult:
+    """The answer to ``create_batch``: every event at consecutive positions."""
+
+    events: tuple[Event, ...]
+    run: Run
+    unseen: tuple[Event, ...] = ()
+
+    @property
+    def allocated(self) -> int:
+        """Positions the batch took."""
+        return len(self.events)
+
+
+@attrs.frozen(kw_only=True)
+class RunPage:
+    """A page of runs, newest first; pass ``cursor`` back for the next page."""
+
+    runs: tuple[Run, ...]
+    cursor: str | None
+
+
+@attrs.frozen(kw_only=True)
+class Capabilities:
+    """What a World supports.  A World that lacks a feature says so here.
+
+    Attributes:
+        in_band_fence: refuses stale in-band writes (required by the runtime).
+        batch: implements ``events.create_batch`` atomically.
+        hook_resume_dedup: collapses ``hook_received`` with one ``resume_id``.
+        queue: provides the queue facet.
+        streams: provides the streams facet.
+        multi_process: several processes may share the World's storage.
+        durable: committed events survive the process (and, with ``power_safe``,
+            a lost machine).
+        power_safe: see ``durable``.
+    """
+
+    in_band_fence: bool = True
+    batch: bool = True
+    hook_resume_dedup: bool = True
+    queue: bool = True
+    streams: bool = True
+    multi_process: bool = False
+    durable: bool = False
+    power_safe: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class Message:
+    """A queued message as stored: its id is stable across redeliveries."""
+
+    message_id: str
+    queue_name: str
+    payload: bytes
+    available_at: datetime
+    enqueued_at: datetime
+    attempt: int = 0
+    run_id: str | None = None
+    orchestrator: bool = False
+    idempotency_key: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Delivery:
+    """A claimed message: hold it by its lease, then ack or release it.
+
+    ``attempt`` counts deliveries (1 on the first).  ``lease_id`` names this
+    claim; an ack or release with an expired or foreign lease raises
+    :class:`~durasim.worlds.LeaseLost`.
+    """
+
+    message: Message
+    lease_id: str
+    lease_expires_at: datetime
+
+    @property
+    def message_id(self) -> str:
+        """The message's stable id."""
+        return self.message.message_id
+
+    @property
+    def attempt(self) -> int:
+        """1 on the first delivery, 2 on the first redelivery ..."""
+        return self.message.attempt
+
+    @property
+    def payload(self) -> bytes:
+        """The message body."""
+        return self.message.payload
+
+
+@attrs.frozen(kw_only=True)
+class Chunk:
+    """One chunk of a stream, at ``index`` (0-based)."""
+
+    index: int
+    data: bytes
+
+
+@attrs.frozen(kw_only=True)
+class ChunkPage:
+    """Chunks from an index; ``done`` when the stream is closed and fully read."""
+
+    chunks: tuple[Chunk, ...]
+    next_index: int
+    closed: bool
+
+    @property
+    def done(self) -> bool:
+        """No chunk will ever follow this page."""
+        return self.closed and not self.has_more
+
+    has_more: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class StreamInfo:
+    """A stream's tail: ``tail_index`` is the last chunk's index (-1 when empty)."""
+
+    tail_index: int
+    closed: bool
+
+
+def evolve(value: Any, **changes: Any) -> Any:
+    """``attrs.evolve`` re-exported for the fold: entities change by copy."""
+    return attrs.evolve(value, **changes)

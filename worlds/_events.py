@@ -1,0 +1,414 @@
+"""Events and event requests: the vocabulary of the log (docs/protocol.md §2).
+
+An :class:`EventRequest` is what a writer asks for; the World validates it,
+decides whether it is legal, and commits an :class:`Event` at the next position.
+User data (step inputs, results, errors, hook payloads) is opaque ``bytes``: the
+World never looks inside it.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from typing import Any, Final
+
+import attrs
+
+from ._errors import InvalidRequest
+
+__all__ = [
+    "Event",
+    "EventRequest",
+    "EventType",
+    "Payload",
+    "check_correlation_id",
+    "check_run_id",
+    "check_stream_name",
+    "validate_request",
+]
+
+
+class EventType(enum.StrEnum):
+    """The closed set of event types."""
+
+    RUN_CREATED = "run_created"
+    RUN_STARTED = "run_started"
+    RUN_COMPLETED = "run_completed"
+    RUN_FAILED = "run_failed"
+    RUN_CANCELLED = "run_cancelled"
+    STEP_CREATED = "step_created"
+    STEP_STARTED = "step_started"
+    STEP_RETRYING = "step_retrying"
+    STEP_COMPLETED = "step_completed"
+    STEP_FAILED = "step_failed"
+    HOOK_CREATED = "hook_created"
+    HOOK_RECEIVED = "hook_received"
+    HOOK_DISPOSED = "hook_disposed"
+    HOOK_CONFLICT = "hook_conflict"
+    WAIT_CREATED = "wait_created"
+    WAIT_COMPLETED = "wait_completed"
+    ATTR_SET = "attr_set"
+    NOOP = "noop"
+
+
+RUN_TERMINAL_TYPES: Final = frozenset(
+    {EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED}
+)
+STEP_TYPES: Final = frozenset(
+    {
+        EventType.STEP_CREATED,
+        EventType.STEP_STARTED,
+        EventType.STEP_RETRYING,
+        EventType.STEP_COMPLETED,
+        EventType.STEP_FAILED,
+    }
+)
+HOOK_TYPES: Final = frozenset(
+    {
+        EventType.HOOK_CREATED,
+        EventType.HOOK_RECEIVED,
+        EventType.HOOK_DISPOSED,
+        EventType.HOOK_CONFLICT,
+    }
+)
+WAIT_TYPES: Final = frozenset({EventType.WAIT_CREATED, EventType.WAIT_COMPLETED})
+RUN_TYPES: Final = frozenset({EventType.RUN_CREATED, EventType.RUN_STARTED} | RUN_TERMINAL_TYPES)
+#: Types only a World writes; a client request for one is refused.
+WORLD_ONLY_TYPES: Final = frozenset({EventType.HOOK_CONFLICT, EventType.NOOP})
+
+
+class Payload(Mapping[str, Any]):
+    """An immutable, hashable, picklable mapping: the ``data`` of an event."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, Any] | None = None) -> None:
+        self._items: dict[str, Any] = dict(items) if items else {}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._items.items())))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return self._items == dict(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"Payload({self._items!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Payload, (self._items,))
+
+    def replace(self, **changes: Any) -> Payload:
+        """A copy with ``changes`` applied (a value of ``None`` removes the key)."""
+        merged = dict(self._items)
+        for key, value in changes.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        return Payload(merged)
+
+
+@attrs.frozen(kw_only=True)
+class Event:
+    """One committed entry of a run's log.
+
+    Attributes:
+        run_id: the run whose log holds the event.
+        seq: the event's position, dense from 1 per run; its identity.
+        type: what happened.
+        created_at: commit time, from the World's clock.
+        correlation_id: the step, hook or wait it concerns (``None`` for run events).
+        in_band: written by the run's orchestrator under the in-band fence.
+        data: the type's payload fields (docs/protocol.md §2).
+    """
+
+    run_id: str
+    seq: int
+    type: EventType
+    created_at: datetime
+    correlation_id: str | None = None
+    in_band: bool = False
+    data: Payload = attrs.field(factory=Payload, converter=Payload)
+
+    @property
+    def label(self) -> str:
+        """``#12 step_completed charge#1``: how traces and errors name an event."""
+        subject = f" {self.correlation_id}" if self.correlation_id else ""
+        return f"#{self.seq} {self.type.value}{subject}"
+
+
+@attrs.frozen(kw_only=True)
+class EventRequest:
+    """What a writer asks the World to append.
+
+    Build one with :meth:`of`: ``EventRequest.of("step_created", "charge#1",
+    step_name="step//shop//charge", input=b"...")``.
+    """
+
+    type: EventType
+    correlation_id: str | None = None
+    data: Payload = attrs.field(factory=Payload, converter=Payload)
+
+    @classmethod
+    def of(cls, type: EventType | str, correlation_id: str | None = None, **data: Any) -> EventRequest:  # noqa: A002
+        """A validated request; raises :class:`InvalidRequest` naming what is wrong."""
+        return validate_request(type, correlation_id, data)
+
+
+# --- payload schema -----------------------------------------------------------
+
+_BYTES, _STR, _INT, _BOOL, _TIME, _CHANGES = "bytes", "str", "int", "bool", "time", "changes"
+
+
+@attrs.frozen
+class _Field:
+    kind: str
+    required: bool = False
+    world_only: bool = False  # filled in by the World; a client may not send it
+
+
+_SCHEMA: Final[dict[EventType, dict[str, _Field]]] = {
+    EventType.RUN_CREATED: {
+        "workflow_name": _Field(_STR, required=True),
+        "input": _Field(_BYTES, required=True),
+        "deployment_id": _Field(_STR),
+        "execution_context": _Field(_BYTES),
+        "attributes": _Field(_CHANGES),
+    },
+    EventType.RUN_STARTED: {},
+    EventType.RUN_COMPLETED: {"output": _Field(_BYTES, required=True)},
+    EventType.RUN_FAILED: {"error": _Field(_BYTES, required=True), "error_code": _Field(_STR)},
+    EventType.RUN_CANCELLED: {"reason": _Field(_STR)},
+    EventType.STEP_CREATED: {
+        "step_name": _Field(_STR, required=True),
+        "input": _Field(_BYTES, required=True),
+        "inline": _Field(_BOOL),
+        "creator_message_id": _Field(_STR),
+    },
+    EventType.STEP_STARTED: {
+        "attempt": _Field(_INT, world_only=True),
+        "owner_message_id": _Field(_STR),
+        "start_reason": _Field(_STR),
+    },
+    EventType.STEP_RETRYING: {"error": _Field(_BYTES, required=True), "retry_after": _Field(_TIME)},
+    EventType.STEP_COMPLETED: {"result": _Field(_BYTES, required=True)},
+    EventType.STEP_FAILED: {"error": _Field(_BYTES, required=True)},
+    EventType.HOOK_CREATED: {
+        "token": _Field(_STR, required=True),
+        "metadata": _Field(_BYTES),
+        "is_webhook": _Field(_BOOL),
+    },
+    EventType.HOOK_RECEIVED: {
+        "payload": _Field(_BYTES, required=True),
+        "resume_id": _Field(_STR),
+        "token": _Field(_STR, world_only=True),
+    },
+    EventType.HOOK_DISPOSED: {},
+    EventType.HOOK_CONFLICT: {
+        "token": _Field(_STR, required=True),
+        "conflicting_run_id": _Field(_STR, required=True),
+        "conflicting_hook_id": _Field(_STR, required=True),
+        "metadata": _Field(_BYTES),
+        "is_webhook": _Field(_BOOL),
+    },
+    EventType.WAIT_CREATED: {"resume_at": _Field(_TIME, required=True)},
+    EventType.WAIT_COMPLETED: {
+        "resume_at": _Field(_TIME, world_only=True),
+        "early": _Field(_BOOL),
+    },
+    EventType.ATTR_SET: {"changes": _Field(_CHANGES, required=True), "writer": _Field(_STR)},
+    EventType.NOOP: {},
+}
+
+#: Event types whose request must name an entity (step, hook or wait id).
+_NEEDS_CORRELATION: Final = STEP_TYPES | HOOK_TYPES | WAIT_TYPES
+#: Event types that must not carry one.
+_NO_CORRELATION: Final = RUN_TYPES | {EventType.NOOP}
+
+MAX_REASON_CHARS: Final = 512
+MAX_ATTR_KEY_CHARS: Final = 128
+MAX_ATTR_VALUE_CHARS: Final = 4096
+MAX_TOKEN_CHARS: Final = 256
+
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+_CORRELATION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/#@+=~-]{0,255}")
+_STREAM_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,127}")
+
+
+def check_run_id(run_id: object) -> str:
+    """Return ``run_id`` if it is a well-formed run id, else raise :class:`InvalidRequest`."""
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        raise InvalidRequest(
+            f"run id {run_id!r} is malformed: use 1-128 characters from [A-Za-z0-9_-], "
+            "starting with a letter or digit (no paths, quotes or SQL)",
+            run_id=run_id,
+        )
+    return run_id
+
+
+def check_correlation_id(correlation_id: object, *, what: str = "correlation id") -> str:
+    """Return ``correlation_id`` if well formed, else raise :class:`InvalidRequest`."""
+    if not isinstance(correlation_id, str) or not _CORRELATION_ID.fullmatch(correlation_id):
+        raise InvalidRequest(
+            f"{what} {correlation_id!r} is malformed: use 1-256 characters from "
+            "[A-Za-z0-9_.:/#@+=~-], starting with a letter, digit or underscore",
+            correlation_id=correlation_id,
+        )
+    return correlation_id
+
+
+def check_stream_name(name: object) -> str:
+    """Return ``name`` if it is a well-formed stream name, else raise :class:`InvalidRequest`."""
+    if not isinstance(name, str) or not _STREAM_NAME.fullmatch(name):
+        raise InvalidRequest(
+            f"stream name {name!r} is malformed: use 1-128 characters from [A-Za-z0-9_.:/-]",
+            name=name,
+        )
+    return name
+
+
+def _check_token(token: str) -> None:
+    if not token or len(token) > MAX_TOKEN_CHARS or not token.isprintable() or any(
+        ch.isspace() for ch in token
+    ):
+        raise InvalidRequest(
+            f"hook token {token!r} is malformed: use 1-{MAX_TOKEN_CHARS} printable "
+            "characters without whitespace",
+            token=token,
+        )
+
+
+def _check_changes(where: str, value: object) -> tuple[tuple[str, str | None], ...]:
+    items = list(value.items()) if isinstance(value, Mapping) else value
+    if not isinstance(items, list | tuple):
+        raise InvalidRequest(
+            f"{where} must be a mapping or a sequence of (key, value) pairs, got "
+            f"{type(value).__name__}",
+        )
+    changes: list[tuple[str, str | None]] = []
+    for item in items:
+        if not (isinstance(item, tuple | list) and len(item) == 2):
+            raise InvalidRequest(f"{where}: each change must be a (key, value) pair, got {item!r}")
+        key, val = item
+        if not isinstance(key, str) or not key or len(key) > MAX_ATTR_KEY_CHARS or not key.isprintable():
+            raise InvalidRequest(
+                f"{where}: attribute key {key!r} must be 1-{MAX_ATTR_KEY_CHARS} printable characters"
+            )
+        if val is not None and (not isinstance(val, str) or len(val) > MAX_ATTR_VALUE_CHARS):
+            raise InvalidRequest(
+                f"{where}: value of attribute {key!r} must be a str of at most "
+                f"{MAX_ATTR_VALUE_CHARS} characters, or None to delete it"
+            )
+        changes.append((key, val))
+    return tuple(changes)
+
+
+def _check_field(type_: EventType, name: str, spec: _Field, value: object) -> object:
+    where = f"{type_.value}.{name}"
+    if spec.kind == _BYTES:
+        if type(value) is not bytes:
+            raise InvalidRequest(
+                f"{where} must be bytes, got {type(value).__name__}: the World stores "
+                "opaque bytes; serialize the value first (durasim.runtime serialization)",
+                field=where,
+            )
+    elif spec.kind == _STR:
+        if not isinstance(value, str):
+            raise InvalidRequest(f"{where} must be a str, got {type(value).__name__}", field=where)
+        if name == "token":
+            _check_token(value)
+        elif name == "reason" and len(value) > MAX_REASON_CHARS:
+            raise InvalidRequest(
+                f"{where} is {len(value)} characters; shorten it to at most {MAX_REASON_CHARS}",
+                field=where,
+            )
+        elif name in {"conflicting_run_id"}:
+            check_run_id(value)
+    elif spec.kind == _INT:
+        if type(value) is not int or value < 0:
+            raise InvalidRequest(f"{where} must be a non-negative int, got {value!r}", field=where)
+    elif spec.kind == _BOOL:
+        if type(value) is not bool:
+            raise InvalidRequest(f"{where} must be a bool, got {type(value).__name__}", field=where)
+    elif spec.kind == _TIME:
+        if not isinstance(value, datetime) or value.tzinfo is None:
+            raise InvalidRequest(
+                f"{where} must be an aware datetime (tzinfo set), got {value!r}", field=where
+            )
+    elif spec.kind == _CHANGES:
+        return _check_changes(where, value)
+    return value
+
+
+def validate_request(
+    type_: EventType | str,
+    correlation_id: str | None,
+    data: Mapping[str, Any],
+    *,
+    world: bool = False,
+) -> EventRequest:
+    """Check a request against the schema and return it normalized.
+
+    Raises :class:`InvalidRequest` naming the problem: an unknown type, a type only
+    the World may write, a missing or ill-typed field, an unknown field, a
+    missing or forbidden correlation id.  ``world=True`` admits World-only types
+    and fields (the World's own synthesized events).
+    """
+    try:
+        event_type = EventType(type_)
+    except ValueError:
+        known = ", ".join(t.value for t in EventType)
+        raise InvalidRequest(
+            f"unknown event type {type_!r}; the types are: {known}", event_type=type_
+        ) from None
+    if not world and event_type in WORLD_ONLY_TYPES:
+        raise InvalidRequest(
+            f"{event_type.value} is written by the World only; a client cannot request it",
+            event_type=event_type.value,
+        )
+    if event_type in _NEEDS_CORRELATION:
+        check_correlation_id(correlation_id, what=f"{event_type.value} correlation id")
+    elif event_type in _NO_CORRELATION and correlation_id is not None:
+        raise InvalidRequest(
+            f"{event_type.value} concerns the run itself and takes no correlation id "
+            f"(got {correlation_id!r})",
+            event_type=event_type.value,
+        )
+    elif correlation_id is not None:
+        check_correlation_id(correlation_id)
+    if not isinstance(data, Mapping):
+        raise InvalidRequest(
+            f"{event_type.value} data must be a mapping, got {type(data).__name__}"
+        )
+    schema = _SCHEMA[event_type]
+    clean: dict[str, Any] = {}
+    for name, value in data.items():
+        spec = schema.get(name)
+        if spec is None or (spec.world_only and not world):
+            allowed = ", ".join(n for n, s in schema.items() if not s.world_only) or "none"
+            raise InvalidRequest(
+                f"{event_type.value} has no field {name!r} a client may set; its fields: {allowed}",
+                field=name,
+            )
+        if value is None and not spec.required:
+            continue
+        clean[name] = _check_field(event_type, name, spec, value)
+    for name, spec in schema.items():
+        if spec.required and name not in clean:
+            raise InvalidRequest(
+                f"{event_type.value} is missing its required field {name!r}", field=name
+            )
+    return EventRequest(type=event_type, correlation_id=correlation_id, data=clean)
