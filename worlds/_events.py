@@ -163,7 +163,9 @@ class EventRequest:
     data: Payload = attrs.field(factory=Payload, converter=Payload)
 
     @classmethod
-    def of(cls, type: EventType | str, correlation_id: str | None = None, **data: Any) -> EventRequest:  # noqa: A002
+    def of(
+        cls, type: EventType | str, correlation_id: str | None = None, **data: Any
+    ) -> EventRequest:
         """A validated request; raises :class:`InvalidRequest` naming what is wrong."""
         return validate_request(type, correlation_id, data)
 
@@ -281,8 +283,11 @@ def check_stream_name(name: object) -> str:
 
 
 def _check_token(token: str) -> None:
-    if not token or len(token) > MAX_TOKEN_CHARS or not token.isprintable() or any(
-        ch.isspace() for ch in token
+    if (
+        not token
+        or len(token) > MAX_TOKEN_CHARS
+        or not token.isprintable()
+        or any(ch.isspace() for ch in token)
     ):
         raise InvalidRequest(
             f"hook token {token!r} is malformed: use 1-{MAX_TOKEN_CHARS} printable "
@@ -303,9 +308,15 @@ def _check_changes(where: str, value: object) -> tuple[tuple[str, str | None], .
         if not (isinstance(item, tuple | list) and len(item) == 2):
             raise InvalidRequest(f"{where}: each change must be a (key, value) pair, got {item!r}")
         key, val = item
-        if not isinstance(key, str) or not key or len(key) > MAX_ATTR_KEY_CHARS or not key.isprintable():
+        if (
+            not isinstance(key, str)
+            or not key
+            or len(key) > MAX_ATTR_KEY_CHARS
+            or not key.isprintable()
+        ):
             raise InvalidRequest(
-                f"{where}: attribute key {key!r} must be 1-{MAX_ATTR_KEY_CHARS} printable characters"
+                f"{where}: attribute key {key!r} must be 1-{MAX_ATTR_KEY_CHARS} "
+                "printable characters"
             )
         if val is not None and (not isinstance(val, str) or len(val) > MAX_ATTR_VALUE_CHARS):
             raise InvalidRequest(
@@ -411,4 +422,11 @@ def validate_request(
             raise InvalidRequest(
                 f"{event_type.value} is missing its required field {name!r}", field=name
             )
-    return EventRequest(type=event_type, correlation_id=correlation_id, data=clean)
+    return EventRequest(
+        type=event_type, correlation_id=correlation_id, data=in_schema_order(event_type, clean)
+    )
+
+
+def in_schema_order(event_type: EventType, data: Mapping[str, Any]) -> Payload:
+    """``data`` with its keys in the schema's order, so equal events render alike."""
+    return Payload({name: data[name] for name in _SCHEMA[event_type] if name in data})

@@ -51,6 +51,7 @@ from ._events import (
     EventRequest,
     EventType,
     Payload,
+    in_schema_order,
 )
 
 __all__ = [
@@ -309,7 +310,11 @@ def apply(
             return run, [], [], []
         if kind is T.STEP_COMPLETED:
             changed = attrs.evolve(
-                step, status=StepStatus.COMPLETED, output=data["result"], completed_at=at, updated_at=at
+                step,
+                status=StepStatus.COMPLETED,
+                output=data["result"],
+                completed_at=at,
+                updated_at=at,
             )
         else:
             changed = attrs.evolve(
@@ -334,7 +339,12 @@ def apply(
     if kind is T.HOOK_RECEIVED:
         if hook is None:
             return run, [], [], []
-        return run, [], [attrs.evolve(hook, received_count=hook.received_count + 1, updated_at=at)], []
+        return (
+            run,
+            [],
+            [attrs.evolve(hook, received_count=hook.received_count + 1, updated_at=at)],
+            [],
+        )
     if kind is T.HOOK_DISPOSED:
         if hook is None or hook.status is not HookStatus.ACTIVE:
             return run, [], [], []
@@ -492,14 +502,15 @@ def _new_event(
     data: Payload | None = None,
     type_: EventType | None = None,
 ) -> Event:
+    event_type = type_ or request.type
     return Event(
         run_id=run_id,
         seq=seq,
-        type=type_ or request.type,
+        type=event_type,
         created_at=at,
         correlation_id=request.correlation_id,
         in_band=in_band,
-        data=request.data if data is None else data,
+        data=request.data if data is None else in_schema_order(event_type, data),
     )
 
 
@@ -554,7 +565,9 @@ def _plan_one(
                 f"run {run_id!r} is pending: write run_started before {kind.value}",
                 run_id=run_id,
             )
-    elif kind in (T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED) and run.status is RunStatus.PENDING:
+    elif (
+        kind in (T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED) and run.status is RunStatus.PENDING
+    ):
         raise EntityConflict(
             f"run {run_id!r} is pending: write run_started before {kind.value} {cid!r}",
             run_id=run_id,
@@ -578,8 +591,7 @@ def _plan_one(
                 run_id=run_id,
             )
         if run.status.terminal and (
-            step.status is not StepStatus.RUNNING
-            or kind not in (T.STEP_COMPLETED, T.STEP_FAILED)
+            step.status is not StepStatus.RUNNING or kind not in (T.STEP_COMPLETED, T.STEP_FAILED)
         ):
             raise RunExpired(
                 f"run {run_id!r} is {run.status.value}: only a step that was running when it "
@@ -674,10 +686,14 @@ def _plan_one(
     for w in waits:
         plan.waits[w.wait_id] = w
     plan.events.append(event)
-    plan.after = Snapshot(
-        seq=seq, seq_in_band=plan.after.seq_in_band + (1 if in_band else 0)
-    )
-    if steps and kind in (T.STEP_CREATED, T.STEP_STARTED, T.STEP_RETRYING, T.STEP_COMPLETED, T.STEP_FAILED):
+    plan.after = Snapshot(seq=seq, seq_in_band=plan.after.seq_in_band + (1 if in_band else 0))
+    if steps and kind in (
+        T.STEP_CREATED,
+        T.STEP_STARTED,
+        T.STEP_RETRYING,
+        T.STEP_COMPLETED,
+        T.STEP_FAILED,
+    ):
         plan.touched = steps[0]
     elif hooks and kind in (T.HOOK_CREATED, T.HOOK_RECEIVED, T.HOOK_DISPOSED):
         plan.touched = hooks[0]
@@ -685,9 +701,7 @@ def _plan_one(
         plan.touched = waits[0]
 
 
-def plan_create_run(
-    run_id: str, request: EventRequest, at: datetime, existing: Run | None
-) -> Plan:
+def plan_create_run(run_id: str, request: EventRequest, at: datetime, existing: Run | None) -> Plan:
     """Plan a ``run_created``: refused if the run exists; position 1, in-band."""
     if existing is not None:
         raise EntityConflict(

@@ -43,7 +43,14 @@ from ._errors import (
     StreamClosed,
     WaitNotFound,
 )
-from ._events import Event, EventRequest, EventType, check_run_id, check_stream_name, validate_request
+from ._events import (
+    Event,
+    EventRequest,
+    EventType,
+    check_run_id,
+    check_stream_name,
+    validate_request,
+)
 from ._fold import FoldedRun, Plan, fold_into, plan_batch, plan_create_run, plan_write
 from ._paging import (
     check_limit,
@@ -70,7 +77,11 @@ def check_request(request: object) -> EventRequest:
 
 def check_delay(delay: object, *, what: str = "delay") -> float:
     """A non-negative number of seconds, at most 366 days."""
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay <= 31_622_400:
+    if (
+        isinstance(delay, bool)
+        or not isinstance(delay, int | float)
+        or not 0 <= delay <= 31_622_400
+    ):
         raise InvalidRequest(f"{what} must be a number of seconds in 0..31622400, got {delay!r}")
     return float(delay)
 
@@ -447,14 +458,18 @@ class _Queue(_Facet):
             w._idempotency[idempotency_key] = message.message_id
         return message.message_id
 
-    async def claim(self, *, queue_prefix: str = "", lease_seconds: float = 30.0) -> Delivery | None:
+    async def claim(
+        self, *, queue_prefix: str = "", lease_seconds: float = 30.0
+    ) -> Delivery | None:
         w = self._w
         lease = check_delay(lease_seconds, what="lease_seconds")
         now = w._clock.now()
         busy = {
             s.message.run_id
             for s in w._queue.values()
-            if s.message.orchestrator and s.lease_expires_at is not None and s.lease_expires_at > now
+            if s.message.orchestrator
+            and s.lease_expires_at is not None
+            and s.lease_expires_at > now
         }
         due = sorted(
             (
@@ -475,7 +490,9 @@ class _Queue(_Facet):
             slot.message = message
             slot.lease_id = w._ids.new_id("lease")
             slot.lease_expires_at = now + timedelta(seconds=lease)
-            return Delivery(message=message, lease_id=slot.lease_id, lease_expires_at=slot.lease_expires_at)
+            return Delivery(
+                message=message, lease_id=slot.lease_id, lease_expires_at=slot.lease_expires_at
+            )
         return None
 
     def _dead_letter(self, slot: _QueueSlot) -> None:
@@ -593,7 +610,13 @@ class _Streams(_Facet):
 
 
 def _check_chunks(chunks: Any) -> list[bytes]:
-    batch = [chunks] if isinstance(chunks, bytes) else list(chunks) if isinstance(chunks, list | tuple) else None
+    batch = (
+        [chunks]
+        if isinstance(chunks, bytes)
+        else list(chunks)
+        if isinstance(chunks, list | tuple)
+        else None
+    )
     if batch is None or not all(type(c) is bytes for c in batch):
         raise InvalidRequest(
             "stream chunks must be bytes or a list of bytes: serialize each chunk first"

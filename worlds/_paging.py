@@ -50,7 +50,9 @@ def normalize_statuses(
         return frozenset(RunStatus(s) for s in items)
     except ValueError:
         known = ", ".join(s.value for s in RunStatus)
-        raise InvalidRequest(f"unknown run status in {status!r}; the statuses are: {known}") from None
+        raise InvalidRequest(
+            f"unknown run status in {status!r}; the statuses are: {known}"
+        ) from None
 
 
 def run_sort_key(run: Run) -> tuple[int, str]:

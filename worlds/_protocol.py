@@ -175,7 +175,9 @@ class QueueFacet(Protocol):
         """
         ...
 
-    async def claim(self, *, queue_prefix: str = "", lease_seconds: float = 30.0) -> Delivery | None:
+    async def claim(
+        self, *, queue_prefix: str = "", lease_seconds: float = 30.0
+    ) -> Delivery | None:
         """Lease the next due message whose queue name starts with ``queue_prefix``.
 
         Order: ``available_at``, then enqueue order.  The attempt count grows by

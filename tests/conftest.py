@@ -1,0 +1,80 @@
+"""Shared test set-up: Hypothesis profiles and World factories.
+
+Profiles: ``dev`` (default, quick) and ``ci`` (chosen when ``CI`` is set; more
+examples, no deadline, derandomized so CI is reproducible).  Fixtures hand out
+factories, never live Worlds: Hypothesis reuses function-scoped fixtures across
+examples, so each example builds its own World from the factory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from durasim.worlds import CountingIds, FixedClock, MemoryWorld, World
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("dev", max_examples=50, deadline=None)
+settings.register_profile(
+    "ci",
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+#: Builds a fresh World on the given clock: ``factory(clock) -> World``.
+WorldFactory = Callable[[FixedClock], World]
+
+WORLD_KINDS = ["memory", "sqlite"]
+
+
+def make_factory(kind: str, directory: Path) -> WorldFactory:
+    """A factory of fresh Worlds of ``kind``, each in its own file under ``directory``."""
+    counter = iter(range(1_000_000))
+
+    def build(clock: FixedClock) -> World:
+        if kind == "memory":
+            return MemoryWorld(clock=clock, ids=CountingIds())
+        from durasim.worlds import SQLiteWorld
+
+        return SQLiteWorld(directory / f"world-{next(counter)}.db", clock=clock, ids=CountingIds())
+
+    return build
+
+
+@pytest.fixture(params=WORLD_KINDS)
+def world_factory(request: pytest.FixtureRequest, tmp_path: Path) -> WorldFactory:
+    """One factory per World kind; the contract tests run once against each."""
+    return make_factory(request.param, tmp_path)
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    """A clock that moves only when the test says so (no wall-clock sleeps)."""
+    return FixedClock()
+
+
+@pytest.fixture
+def world(world_factory: WorldFactory, clock: FixedClock) -> Iterator[World]:
+    """A fresh World of each kind on the test's clock."""
+    built = world_factory(clock)
+    yield built
+    asyncio.run(built.close())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run ``async def`` tests on a fresh event loop (no plugin needed)."""
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    names = pyfuncitem._fixtureinfo.argnames
+    kwargs = {name: pyfuncitem.funcargs[name] for name in names}
+    asyncio.run(pyfuncitem.obj(**kwargs))
+    return True

@@ -1,0 +1,277 @@
+"""Row <-> value conversions for the SQLite World.
+
+Times are stored as integer microseconds since the Unix epoch (exact round
+trip).  An event's ``data`` is stored as a small JSON object plus one BLOB: the
+type's main bytes field (input, result, error, payload ...) goes to the BLOB
+column unencoded, so a large step result costs no base64; any other bytes field
+is base64 inside the JSON.  Decoding is driven by the event schema's field kinds,
+so no value carries a type tag.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Any, Final
+
+from ._entities import Hook, HookStatus, Run, RunStatus, Step, StepStatus, Wait, WaitStatus
+from ._events import _SCHEMA, Event, EventType, Payload
+from ._time import from_micros, to_micros
+
+__all__ = [
+    "decode_event",
+    "encode_event",
+    "hook_from_row",
+    "run_from_row",
+    "step_from_row",
+    "wait_from_row",
+]
+
+#: The field of each type stored raw in the BLOB column.
+MAIN_BLOB: Final[dict[EventType, str]] = {
+    EventType.RUN_CREATED: "input",
+    EventType.RUN_COMPLETED: "output",
+    EventType.RUN_FAILED: "error",
+    EventType.STEP_CREATED: "input",
+    EventType.STEP_RETRYING: "error",
+    EventType.STEP_COMPLETED: "result",
+    EventType.STEP_FAILED: "error",
+    EventType.HOOK_CREATED: "metadata",
+    EventType.HOOK_RECEIVED: "payload",
+    EventType.HOOK_CONFLICT: "metadata",
+}
+
+_TYPES: Final = {t.value: t for t in EventType}
+
+
+def micros(moment: datetime | None) -> int | None:
+    """``to_micros`` that passes ``None`` through."""
+    return None if moment is None else to_micros(moment)
+
+
+def moment(value: int | None) -> datetime | None:
+    """``from_micros`` that passes ``None`` through."""
+    return None if value is None else from_micros(value)
+
+
+def encode_event(event: Event) -> tuple[str | None, bytes | None]:
+    """The (json, blob) pair stored for ``event.data``."""
+    main = MAIN_BLOB.get(event.type)
+    blob: bytes | None = None
+    rest: dict[str, Any] = {}
+    schema = _SCHEMA[event.type]
+    for name, value in event.data.items():
+        if name == main:
+            blob = value
+            continue
+        kind = schema[name].kind
+        if kind == "bytes":
+            rest[name] = base64.b64encode(value).decode("ascii")
+        elif kind == "time":
+            rest[name] = to_micros(value)
+        elif kind == "changes":
+            rest[name] = [list(pair) for pair in value]
+        else:
+            rest[name] = value
+    text = json.dumps(rest, separators=(",", ":"), sort_keys=True) if rest else None
+    return text, blob
+
+
+def decode_event(  # noqa: PLR0917 -- called with a row splatted in column order
+    run_id: str,
+    seq: int,
+    type_name: str,
+    created_at: int,
+    correlation_id: str | None,
+    in_band: int,
+    data: str | None,
+    blob: bytes | None,
+) -> Event:
+    """Rebuild an :class:`Event` from its row."""
+    event_type = _TYPES[type_name]
+    schema = _SCHEMA[event_type]
+    values: dict[str, Any] = {}
+    main = MAIN_BLOB.get(event_type)
+    if main is not None and blob is not None:
+        values[main] = bytes(blob)
+    if data:
+        for name, raw in json.loads(data).items():
+            kind = schema[name].kind
+            if kind == "bytes":
+                values[name] = base64.b64decode(raw)
+            elif kind == "time":
+                values[name] = from_micros(raw)
+            elif kind == "changes":
+                values[name] = tuple((k, v) for k, v in raw)
+            else:
+                values[name] = raw
+    # Keep the schema's field order so equal events compare and render alike.
+    ordered = {name: values[name] for name in schema if name in values}
+    return Event(
+        run_id=run_id,
+        seq=seq,
+        type=event_type,
+        created_at=from_micros(created_at),
+        correlation_id=correlation_id,
+        in_band=bool(in_band),
+        data=Payload(ordered),
+    )
+
+
+RUN_COLUMNS: Final = (
+    "run_id, workflow_name, status, input, deployment_id, execution_context, output, error, "
+    "error_code, cancel_reason, attributes, created_at, updated_at, started_at, completed_at"
+)
+
+
+def run_to_row(run: Run) -> tuple[Any, ...]:
+    """Values for :data:`RUN_COLUMNS`."""
+    return (
+        run.run_id,
+        run.workflow_name,
+        run.status.value,
+        run.input,
+        run.deployment_id,
+        run.execution_context,
+        run.output,
+        run.error,
+        run.error_code,
+        run.cancel_reason,
+        json.dumps(dict(run.attributes), separators=(",", ":")),
+        to_micros(run.created_at),
+        to_micros(run.updated_at),
+        micros(run.started_at),
+        micros(run.completed_at),
+    )
+
+
+def run_from_row(row: tuple[Any, ...]) -> Run:
+    """Inverse of :func:`run_to_row`."""
+    return Run(
+        run_id=row[0],
+        workflow_name=row[1],
+        status=RunStatus(row[2]),
+        input=bytes(row[3]),
+        deployment_id=row[4],
+        execution_context=None if row[5] is None else bytes(row[5]),
+        output=None if row[6] is None else bytes(row[6]),
+        error=None if row[7] is None else bytes(row[7]),
+        error_code=row[8],
+        cancel_reason=row[9],
+        attributes=json.loads(row[10]),
+        created_at=from_micros(row[11]),
+        updated_at=from_micros(row[12]),
+        started_at=moment(row[13]),
+        completed_at=moment(row[14]),
+    )
+
+
+STEP_COLUMNS: Final = (
+    "run_id, step_id, step_name, status, input, attempt, output, error, retry_after, "
+    "created_at, updated_at, started_at, completed_at, inline"
+)
+
+
+def step_to_row(step: Step) -> tuple[Any, ...]:
+    """Values for :data:`STEP_COLUMNS`."""
+    return (
+        step.run_id,
+        step.step_id,
+        step.step_name,
+        step.status.value,
+        step.input,
+        step.attempt,
+        step.output,
+        step.error,
+        micros(step.retry_after),
+        to_micros(step.created_at),
+        to_micros(step.updated_at),
+        micros(step.started_at),
+        micros(step.completed_at),
+        int(step.inline),
+    )
+
+
+def step_from_row(row: tuple[Any, ...]) -> Step:
+    """Inverse of :func:`step_to_row`."""
+    return Step(
+        run_id=row[0],
+        step_id=row[1],
+        step_name=row[2],
+        status=StepStatus(row[3]),
+        input=bytes(row[4]),
+        attempt=row[5],
+        output=None if row[6] is None else bytes(row[6]),
+        error=None if row[7] is None else bytes(row[7]),
+        retry_after=moment(row[8]),
+        created_at=from_micros(row[9]),
+        updated_at=from_micros(row[10]),
+        started_at=moment(row[11]),
+        completed_at=moment(row[12]),
+        inline=bool(row[13]),
+    )
+
+
+HOOK_COLUMNS: Final = (
+    "run_id, hook_id, token, status, metadata, is_webhook, received_count, created_at, updated_at"
+)
+
+
+def hook_to_row(hook: Hook) -> tuple[Any, ...]:
+    """Values for :data:`HOOK_COLUMNS`."""
+    return (
+        hook.run_id,
+        hook.hook_id,
+        hook.token,
+        hook.status.value,
+        hook.metadata,
+        int(hook.is_webhook),
+        hook.received_count,
+        to_micros(hook.created_at),
+        to_micros(hook.updated_at),
+    )
+
+
+def hook_from_row(row: tuple[Any, ...]) -> Hook:
+    """Inverse of :func:`hook_to_row`."""
+    return Hook(
+        run_id=row[0],
+        hook_id=row[1],
+        token=row[2],
+        status=HookStatus(row[3]),
+        metadata=None if row[4] is None else bytes(row[4]),
+        is_webhook=bool(row[5]),
+        received_count=row[6],
+        created_at=from_micros(row[7]),
+        updated_at=from_micros(row[8]),
+    )
+
+
+WAIT_COLUMNS: Final = "run_id, wait_id, status, resume_at, created_at, updated_at, completed_at"
+
+
+def wait_to_row(wait: Wait) -> tuple[Any, ...]:
+    """Values for :data:`WAIT_COLUMNS`."""
+    return (
+        wait.run_id,
+        wait.wait_id,
+        wait.status.value,
+        to_micros(wait.resume_at),
+        to_micros(wait.created_at),
+        to_micros(wait.updated_at),
+        micros(wait.completed_at),
+    )
+
+
+def wait_from_row(row: tuple[Any, ...]) -> Wait:
+    """Inverse of :func:`wait_to_row`."""
+    return Wait(
+        run_id=row[0],
+        wait_id=row[1],
+        status=WaitStatus(row[2]),
+        resume_at=from_micros(row[3]),
+        created_at=from_micros(row[4]),
+        updated_at=from_micros(row[5]),
+        completed_at=moment(row[6]),
+    )
