@@ -85,7 +85,10 @@ class Payload(Mapping[str, Any]):
     __slots__ = ("_items",)
 
     def __init__(self, items: Mapping[str, Any] | None = None) -> None:
-        self._items: dict[str, Any] = dict(items) if items else {}
+        if isinstance(items, Payload):
+            self._items: dict[str, Any] = items._items  # immutable: safe to share
+        else:
+            self._items = dict(items) if items else {}
 
     def __getitem__(self, key: str) -> Any:
         return self._items[key]
@@ -155,12 +158,14 @@ class EventRequest:
     """What a writer asks the World to append.
 
     Build one with :meth:`of`: ``EventRequest.of("step_created", "charge#1",
-    step_name="step//shop//charge", input=b"...")``.
+    step_name="step//shop//charge", input=b"...")``.  A request built by hand
+    (``validated=False``) is checked again by the World before anything else.
     """
 
     type: EventType
     correlation_id: str | None = None
     data: Payload = attrs.field(factory=Payload, converter=Payload)
+    validated: bool = attrs.field(default=False, eq=False, repr=False)
 
     @classmethod
     def of(
@@ -328,6 +333,8 @@ def _check_changes(where: str, value: object) -> tuple[tuple[str, str | None], .
 
 
 def _check_field(type_: EventType, name: str, spec: _Field, value: object) -> object:
+    if spec.kind == _BYTES and type(value) is bytes:
+        return value  # the common case, checked first and without building messages
     where = f"{type_.value}.{name}"
     if spec.kind == _BYTES:
         if type(value) is not bytes:
@@ -423,7 +430,10 @@ def validate_request(
                 f"{event_type.value} is missing its required field {name!r}", field=name
             )
     return EventRequest(
-        type=event_type, correlation_id=correlation_id, data=in_schema_order(event_type, clean)
+        type=event_type,
+        correlation_id=correlation_id,
+        data=in_schema_order(event_type, clean),
+        validated=not world,
     )
 
 

@@ -51,7 +51,7 @@ from ._events import (
     check_stream_name,
     validate_request,
 )
-from ._fold import FoldedRun, Plan, fold_into, plan_batch, plan_create_run, plan_write
+from ._fold import FoldedRun, Plan, fold_log, plan_batch, plan_create_run, plan_write
 from ._paging import (
     check_limit,
     check_queue_name,
@@ -72,6 +72,8 @@ def check_request(request: object) -> EventRequest:
             f"expected an EventRequest, got {type(request).__name__}: build one with "
             "EventRequest.of(type, correlation_id, **data)"
         )
+    if request.validated:
+        return request
     return validate_request(request.type, request.correlation_id, request.data)
 
 
@@ -216,9 +218,16 @@ class MemoryWorld:
 
     def _store(self, run_id: str, plan: Plan) -> None:
         record = self._runs.setdefault(run_id, _RunRecord(state=FoldedRun()))
+        state = record.state
+        record.events.extend(plan.events)
+        state.run = plan.run
+        state.steps.update(plan.steps)
+        state.hooks.update(plan.hooks)
+        state.waits.update(plan.waits)
+        state.seq, state.seq_in_band = plan.after.seq, plan.after.seq_in_band
         for event in plan.events:
-            record.events.append(event)
-            fold_into(record.state, event)
+            if event.type is EventType.HOOK_RECEIVED and "resume_id" in event.data:
+                state.resume_ids.setdefault(event.data["resume_id"], event)
         for hook in plan.hooks.values():
             if hook.status is HookStatus.ACTIVE:
                 self._tokens[hook.token] = (hook.run_id, hook.hook_id)
@@ -236,6 +245,7 @@ class MemoryWorld:
         """Assert the internal invariants (property tests call this after every rule)."""
         live: dict[str, tuple[str, str]] = {}
         for run_id, record in self._runs.items():
+            assert fold_log(record.events) == record.state, f"run {run_id!r}: rows differ from fold"
             assert [e.seq for e in record.events] == list(range(1, len(record.events) + 1))
             assert record.state.seq == len(record.events)
             assert record.state.seq_in_band == sum(e.in_band for e in record.events)

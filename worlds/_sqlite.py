@@ -59,7 +59,14 @@ from ._errors import (
     WaitNotFound,
     WorldError,
 )
-from ._events import Event, EventRequest, EventType, check_run_id, check_stream_name
+from ._events import (
+    STEP_TYPES,
+    Event,
+    EventRequest,
+    EventType,
+    check_run_id,
+    check_stream_name,
+)
 from ._fold import Plan, fold_log, plan_batch, plan_create_run, plan_write
 from ._memory import _check_chunks, _check_message, _clamp_start, check_delay, check_request
 from ._paging import (
@@ -92,9 +99,7 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
     started_at INTEGER,
-    completed_at INTEGER,
-    seq INTEGER NOT NULL,
-    seq_in_band INTEGER NOT NULL
+    completed_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_newest ON runs (created_at DESC, run_id DESC);
 CREATE TABLE IF NOT EXISTS events (
@@ -104,6 +109,7 @@ CREATE TABLE IF NOT EXISTS events (
     created_at INTEGER NOT NULL,
     correlation_id TEXT,
     in_band INTEGER NOT NULL,
+    in_band_seq INTEGER NOT NULL,
     data TEXT,
     blob BLOB,
     resume_id TEXT,
@@ -198,6 +204,20 @@ class _View:
         self._run_id = run_id
         self._run = run
         self._counters = counters
+        self._steps: dict[str, Step | None] = {}
+
+    def prefetch_steps(self, step_ids: Sequence[str]) -> None:
+        """Read every named step in one query (a batch would otherwise ask one by one)."""
+        wanted = list(dict.fromkeys(step_ids))
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            rows = self._db.execute(
+                f"SELECT {codec.STEP_COLUMNS} FROM steps WHERE run_id = ? AND step_id IN "
+                f"({', '.join('?' for _ in chunk)})",
+                (self._run_id, *chunk),
+            ).fetchall()
+            self._steps.update(dict.fromkeys(chunk))
+            self._steps.update({row[1]: codec.step_from_row(row) for row in rows})
 
     def run(self) -> Run | None:
         return self._run
@@ -206,6 +226,8 @@ class _View:
         return self._counters
 
     def step(self, step_id: str) -> Step | None:
+        if step_id in self._steps:
+            return self._steps[step_id]
         row = self._db.execute(
             f"SELECT {codec.STEP_COLUMNS} FROM steps WHERE run_id = ? AND step_id = ?",
             (self._run_id, step_id),
@@ -272,20 +294,21 @@ def _upsert_sql(table: str, columns: str, key: str) -> str:
 _UPSERT_STEP = _upsert_sql("steps", codec.STEP_COLUMNS, "run_id, step_id")
 _UPSERT_HOOK = _upsert_sql("hooks", codec.HOOK_COLUMNS, "run_id, hook_id")
 _UPSERT_WAIT = _upsert_sql("waits", codec.WAIT_COLUMNS, "run_id, wait_id")
-_INSERT_RUN = (
-    f"INSERT INTO runs ({codec.RUN_COLUMNS}, seq, seq_in_band) "
-    f"VALUES ({', '.join('?' for _ in range(17))})"
-)
+_INSERT_RUN = f"INSERT INTO runs ({codec.RUN_COLUMNS}) VALUES ({', '.join('?' for _ in range(15))})"
 _UPDATE_RUN = (
     "UPDATE runs SET status = ?, output = ?, error = ?, error_code = ?, cancel_reason = ?, "
-    "attributes = ?, updated_at = ?, started_at = ?, completed_at = ?, seq = ?, seq_in_band = ? "
+    "attributes = ?, updated_at = ?, started_at = ?, completed_at = ? "
     "WHERE run_id = ?"
 )
 _INSERT_EVENT = (
-    "INSERT INTO events (run_id, seq, type, created_at, correlation_id, in_band, data, blob, "
-    "resume_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO events (run_id, seq, type, created_at, correlation_id, in_band, in_band_seq, "
+    "data, blob, resume_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_SELECT_RUN = f"SELECT {codec.RUN_COLUMNS}, seq, seq_in_band FROM runs WHERE run_id = ?"
+_SELECT_RUN = f"SELECT {codec.RUN_COLUMNS} FROM runs WHERE run_id = ?"
+# The counters live on the last event: (seq, in-band events up to and including it).
+_SELECT_COUNTERS = "SELECT seq, in_band_seq FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
+#: Runs whose (row, counters) are cached between writes of this connection.
+_CACHED_RUNS = 4096
 _EVENT_COLUMNS = "run_id, seq, type, created_at, correlation_id, in_band, data, blob"
 
 
@@ -322,6 +345,8 @@ class SQLiteWorld:
         self._ids: IdSource = ids or RandomIds()
         self._durability = durability
         self._max_deliveries = max_deliveries
+        self._runs_cache: dict[str, tuple[Run, Snapshot]] = {}
+        self._data_version: int | None = None
         try:
             self._db = sqlite3.connect(
                 self.path, isolation_level=None, timeout=busy_timeout, cached_statements=256
@@ -393,7 +418,12 @@ class SQLiteWorld:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction holding the database's write lock from the start."""
+        """One write transaction holding the database's write lock from the start.
+
+        Under the lock, ``PRAGMA data_version`` tells whether another connection
+        committed since this one last looked; if so the run cache is dropped, so
+        every decision is made on the current state.
+        """
         db = self._db
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -404,6 +434,10 @@ class SQLiteWorld:
                 path=str(self.path),
             ) from exc
         try:
+            version = db.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._data_version:
+                self._runs_cache.clear()
+                self._data_version = version
             yield db
         except BaseException:
             db.execute("ROLLBACK")
@@ -420,62 +454,81 @@ class SQLiteWorld:
         finally:
             db.execute("COMMIT")
 
+    def _require_run(self, db: sqlite3.Connection, run_id: str) -> None:
+        check_run_id(run_id)
+        if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
+            raise RunNotFound(f"run {run_id!r} does not exist", run_id=run_id)
+
     def _run_row(self, db: sqlite3.Connection, run_id: str) -> tuple[Run, Snapshot]:
         check_run_id(run_id)
         row = db.execute(_SELECT_RUN, (run_id,)).fetchone()
         if row is None:
             raise RunNotFound(f"run {run_id!r} does not exist", run_id=run_id)
-        return codec.run_from_row(row[:15]), Snapshot(seq=row[15], seq_in_band=row[16])
+        counters = db.execute(_SELECT_COUNTERS, (run_id,)).fetchone()
+        if counters is None:
+            raise CorruptedLog(f"run {run_id!r} has a row but no event", run_id=run_id)
+        return codec.run_from_row(row), Snapshot(seq=counters[0], seq_in_band=counters[1])
 
-    def _store(self, db: sqlite3.Connection, plan: Plan, *, created: bool) -> None:
+    def _cached_run(self, db: sqlite3.Connection, run_id: str) -> tuple[Run, Snapshot]:
+        """The run and its counters, from the cache when no other connection wrote.
+
+        Only valid inside :meth:`_write`, which drops the cache when the
+        database's ``data_version`` moved.
+        """
+        cached = self._runs_cache.get(run_id)
+        if cached is not None:
+            return cached
+        return self._run_row(db, run_id)
+
+    def _remember(self, plan: Plan) -> None:
+        """Cache a committed plan's run and counters (called after COMMIT)."""
+        cache = self._runs_cache
+        cache[plan.run.run_id] = (plan.run, plan.after)
+        if len(cache) > _CACHED_RUNS:
+            del cache[next(iter(cache))]
+
+    def _store(self, db: sqlite3.Connection, plan: Plan, *, original: Run | None) -> None:
         run = plan.run
         rows = []
+        in_band_seq = plan.before.seq_in_band
         for event in plan.events:
             data, blob = codec.encode_event(event)
             resume_id = (
                 event.data.get("resume_id") if event.type is EventType.HOOK_RECEIVED else None
             )
+            in_band_seq += event.in_band
             rows.append(
                 (
                     event.run_id,
                     event.seq,
-                    event.type.value,
+                    event.type,
                     to_micros(event.created_at),
                     event.correlation_id,
                     int(event.in_band),
+                    in_band_seq,
                     data,
                     blob,
                     resume_id,
                 )
             )
         db.executemany(_INSERT_EVENT, rows)
-        if created:
-            db.execute(
-                _INSERT_RUN, (*codec.run_to_row(run), plan.after.seq, plan.after.seq_in_band)
-            )
-        else:
+        if original is None:
+            db.execute(_INSERT_RUN, codec.run_to_row(run))
+        elif run is not original:
             full = codec.run_to_row(run)
             db.execute(
                 _UPDATE_RUN,
-                (
-                    *full[2:3],
-                    *full[6:10],
-                    *full[10:11],
-                    *full[12:15],
-                    plan.after.seq,
-                    plan.after.seq_in_band,
-                    run.run_id,
-                ),
+                (*full[2:3], *full[6:10], *full[10:11], *full[12:15], run.run_id),
             )
         # Hooks first release tokens, then take them, so a token freed and
         # re-taken in one plan never trips the live-token index.
         hooks = sorted(plan.hooks.values(), key=lambda h: h.status == "active")
         for hook in hooks:
             db.execute(_UPSERT_HOOK, codec.hook_to_row(hook))
-        for step in plan.steps.values():
-            db.execute(_UPSERT_STEP, codec.step_to_row(step))
-        for wait in plan.waits.values():
-            db.execute(_UPSERT_WAIT, codec.wait_to_row(wait))
+        if plan.steps:
+            db.executemany(_UPSERT_STEP, [codec.step_to_row(s) for s in plan.steps.values()])
+        if plan.waits:
+            db.executemany(_UPSERT_WAIT, [codec.wait_to_row(w) for w in plan.waits.values()])
 
     def _unseen(
         self, db: sqlite3.Connection, run_id: str, seen_seq: int | None, before: Snapshot
@@ -528,7 +581,8 @@ class _Facet:
 
 class _Runs(_Facet):
     async def get(self, run_id: str) -> Run:
-        return self._w._run_row(self._w._db, run_id)[0]
+        with self._w._read() as db:
+            return self._w._run_row(db, run_id)[0]
 
     async def list(
         self,
@@ -567,7 +621,7 @@ class _Runs(_Facet):
 class _Steps(_Facet):
     async def get(self, run_id: str, step_id: str) -> Step:
         with self._w._read() as db:
-            self._w._run_row(db, run_id)
+            self._w._require_run(db, run_id)
             step = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).step(step_id)
         if step is None:
             raise StepNotFound(f"run {run_id!r} has no step {step_id!r}", run_id=run_id)
@@ -575,7 +629,7 @@ class _Steps(_Facet):
 
     async def list(self, run_id: str) -> tuple[Step, ...]:
         with self._w._read() as db:
-            self._w._run_row(db, run_id)
+            self._w._require_run(db, run_id)
             rows = db.execute(
                 f"SELECT {codec.STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY rowid", (run_id,)
             ).fetchall()
@@ -585,7 +639,7 @@ class _Steps(_Facet):
 class _Hooks(_Facet):
     async def get(self, run_id: str, hook_id: str) -> Hook:
         with self._w._read() as db:
-            self._w._run_row(db, run_id)
+            self._w._require_run(db, run_id)
             hook = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).hook(hook_id)
         if hook is None:
             raise HookNotFound(f"run {run_id!r} has no hook {hook_id!r}", run_id=run_id)
@@ -605,7 +659,7 @@ class _Hooks(_Facet):
 
     async def list(self, run_id: str) -> tuple[Hook, ...]:
         with self._w._read() as db:
-            self._w._run_row(db, run_id)
+            self._w._require_run(db, run_id)
             rows = db.execute(
                 f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE run_id = ? ORDER BY rowid", (run_id,)
             ).fetchall()
@@ -615,7 +669,7 @@ class _Hooks(_Facet):
 class _Waits(_Facet):
     async def get(self, run_id: str, wait_id: str) -> Wait:
         with self._w._read() as db:
-            self._w._run_row(db, run_id)
+            self._w._require_run(db, run_id)
             wait = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).wait(wait_id)
         if wait is None:
             raise WaitNotFound(f"run {run_id!r} has no wait {wait_id!r}", run_id=run_id)
@@ -623,7 +677,7 @@ class _Waits(_Facet):
 
     async def list(self, run_id: str) -> tuple[Wait, ...]:
         with self._w._read() as db:
-            self._w._run_row(db, run_id)
+            self._w._require_run(db, run_id)
             rows = db.execute(
                 f"SELECT {codec.WAIT_COLUMNS} FROM waits WHERE run_id = ? ORDER BY rowid", (run_id,)
             ).fetchall()
@@ -646,9 +700,10 @@ class _Events(_Facet):
             run_id = check_run_id(run_id) if run_id is not None else w._ids.new_id("wrun")
             with w._write() as db:
                 row = db.execute(_SELECT_RUN, (run_id,)).fetchone()
-                existing = None if row is None else codec.run_from_row(row[:15])
+                existing = None if row is None else codec.run_from_row(row)
                 plan = plan_create_run(run_id, request, w._clock.now(), existing)
-                w._store(db, plan, created=True)
+                w._store(db, plan, original=None)
+            w._remember(plan)
             return EventResult(event=plan.events[0], run=plan.run, allocated=1)
         if run_id is None:
             raise InvalidRequest(
@@ -656,7 +711,7 @@ class _Events(_Facet):
             )
         check_run_id(run_id)
         with w._write() as db:
-            run, counters = w._run_row(db, run_id)
+            run, counters = w._cached_run(db, run_id)
             plan = plan_write(
                 _View(db, run_id, run, counters),
                 run_id,
@@ -667,7 +722,9 @@ class _Events(_Facet):
             )
             unseen = w._unseen(db, run_id, seen_seq, plan.before) if plan.events else ()
             if plan.events:
-                w._store(db, plan, created=False)
+                w._store(db, plan, original=run)
+        if plan.events:
+            w._remember(plan)
         touched = plan.touched
         return EventResult(
             event=plan.events[0] if plan.events else plan.canonical,
@@ -692,9 +749,13 @@ class _Events(_Facet):
         checked = [check_request(r) for r in requests]
         check_run_id(run_id)
         with w._write() as db:
-            run, counters = w._run_row(db, run_id)
+            run, counters = w._cached_run(db, run_id)
+            view = _View(db, run_id, run, counters)
+            view.prefetch_steps(
+                [r.correlation_id for r in checked if r.type in STEP_TYPES and r.correlation_id]
+            )
             plan = plan_batch(
-                _View(db, run_id, run, counters),
+                view,
                 run_id,
                 checked,
                 w._clock.now(),
@@ -702,7 +763,8 @@ class _Events(_Facet):
                 expected_seq_in_band=expected_seq_in_band,
             )
             unseen = w._unseen(db, run_id, seen_seq, plan.before)
-            w._store(db, plan, created=False)
+            w._store(db, plan, original=run)
+        w._remember(plan)
         return BatchResult(events=tuple(plan.events), run=plan.run, unseen=unseen)
 
     async def get(self, run_id: str, seq: int) -> Event:
@@ -898,7 +960,7 @@ class _Streams(_Facet):
         batch = _check_chunks(chunks)
         check_stream_name(name)
         with self._w._write() as db:
-            self._w._run_row(db, run_id)
+            self._w._require_run(db, run_id)
             row = db.execute(
                 "SELECT closed, length FROM streams WHERE run_id = ? AND name = ?", (run_id, name)
             ).fetchone()
@@ -922,7 +984,7 @@ class _Streams(_Facet):
     async def close(self, run_id: str, name: str) -> None:
         check_stream_name(name)
         with self._w._write() as db:
-            self._w._run_row(db, run_id)
+            self._w._require_run(db, run_id)
             db.execute(
                 "INSERT INTO streams (run_id, name, closed, length) VALUES (?, ?, 1, 0) "
                 "ON CONFLICT (run_id, name) DO UPDATE SET closed = 1",
@@ -931,7 +993,7 @@ class _Streams(_Facet):
 
     def _state(self, db: sqlite3.Connection, run_id: str, name: str) -> tuple[bool, int]:
         check_stream_name(name)
-        self._w._run_row(db, run_id)
+        self._w._require_run(db, run_id)
         row = db.execute(
             "SELECT closed, length FROM streams WHERE run_id = ? AND name = ?", (run_id, name)
         ).fetchone()
@@ -962,7 +1024,7 @@ class _Streams(_Facet):
 
     async def list(self, run_id: str) -> tuple[str, ...]:
         with self._w._read() as db:
-            self._w._run_row(db, run_id)
+            self._w._require_run(db, run_id)
             rows = db.execute(
                 "SELECT name FROM streams WHERE run_id = ? ORDER BY name", (run_id,)
             ).fetchall()

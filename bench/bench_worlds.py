@@ -1,0 +1,188 @@
+"""Append and read throughput of the Worlds, beside a bare sqlite3 loop.
+
+Run by hand (never in CI):
+
+    .venv/bin/python bench/bench_worlds.py [--repeat 5] [--events 2000]
+
+Every figure is the median of ``--repeat`` runs made in this one process, so the
+ratios compare numbers measured side by side on the same (noisy, shared)
+machine.  Results go into docs/benchmarks.md by hand, with the command and the
+machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from durasim.worlds import EventRequest, MemoryWorld, SQLiteWorld, World
+
+SYNC = {"power": "FULL", "process": "NORMAL"}
+
+
+def bare_loop(path: Path, sync: str, commits: int, rows_per_commit: int) -> float:
+    """Commits per second of a bare INSERT (+COMMIT) loop in WAL mode."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute(f"PRAGMA synchronous = {sync}")
+    db.execute("CREATE TABLE t (run_id TEXT, seq INTEGER, body BLOB, PRIMARY KEY (run_id, seq))")
+    body = b"x" * 64
+    start = time.perf_counter()
+    seq = 0
+    for _ in range(commits):
+        db.execute("BEGIN")
+        for _ in range(rows_per_commit):
+            seq += 1
+            db.execute("INSERT INTO t VALUES (?, ?, ?)", ("run", seq, body))
+        db.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    db.close()
+    return commits / elapsed
+
+
+async def _new_run(world: World) -> str:
+    created = await world.events.create(
+        None, EventRequest.of("run_created", workflow_name="bench", input=b"{}")
+    )
+    run_id = created.run.run_id
+    await world.events.create(run_id, EventRequest.of("run_started"))
+    return run_id
+
+
+async def single_appends(world: World, count: int) -> float:
+    """Events per second, one ``events.create`` (one commit) each."""
+    run_id = await _new_run(world)
+    requests = [
+        EventRequest.of("step_created", f"s{i}", step_name="step//bench//s", input=b"x" * 64)
+        for i in range(count)
+    ]
+    start = time.perf_counter()
+    for request in requests:
+        await world.events.create(run_id, request)
+    return count / (time.perf_counter() - start)
+
+
+async def batch_appends(world: World, batches: int, size: int) -> float:
+    """Batches per second, ``size`` events per ``create_batch`` (one commit)."""
+    run_id = await _new_run(world)
+    groups = [
+        [
+            EventRequest.of("step_created", f"b{b}-{i}", step_name="step//bench//s", input=b"x" * 64)
+            for i in range(size)
+        ]
+        for b in range(batches)
+    ]
+    start = time.perf_counter()
+    for group in groups:
+        await world.events.create_batch(run_id, group)
+    return batches / (time.perf_counter() - start)
+
+
+async def read_log(world: World, length: int) -> float:
+    """Seconds to read a ``length``-event log from the start, page by page."""
+    run_id = await _new_run(world)
+    size = 500
+    for b in range(0, length - 2, size):
+        group = [
+            EventRequest.of("step_created", f"r{i}", step_name="step//bench//s", input=b"x" * 64)
+            for i in range(b, min(b + size, length - 2))
+        ]
+        await world.events.create_batch(run_id, group)
+    start = time.perf_counter()
+    after, total = 0, 0
+    while True:
+        page = await world.events.list(run_id, after_seq=after, limit=5000)
+        total += len(page.events)
+        after = page.next_after
+        if not page.has_more:
+            break
+    elapsed = time.perf_counter() - start
+    assert total == length, (total, length)
+    return elapsed
+
+
+def median_of(repeat: int, run: Callable[[], float]) -> float:
+    return statistics.median(run() for _ in range(repeat))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--batches", type=int, default=100)
+    parser.add_argument("--log", type=int, default=25_000)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="durasim-bench-"))
+    counter = iter(range(1_000_000))
+
+    def fresh(name: str) -> Path:
+        return tmp / f"{name}-{next(counter)}.db"
+
+    def on(factory: Callable[[], World], job: Callable[[World], Coroutine[Any, Any, float]]) -> float:
+        async def go() -> float:
+            world = factory()
+            try:
+                return await job(world)
+            finally:
+                await world.close()
+
+        return asyncio.run(go())
+
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()},"
+          f" SQLite {sqlite3.sqlite_version}; median of {args.repeat}")
+    rows: list[tuple[str, str, str]] = []
+    for durability, sync in SYNC.items():
+        bare1 = median_of(args.repeat, lambda: bare_loop(fresh("bare"), sync, args.events, 1))
+        bare100 = median_of(
+            args.repeat, lambda: bare_loop(fresh("bare"), sync, args.batches, 100)
+        )
+        world_one = median_of(
+            args.repeat,
+            lambda: on(lambda: SQLiteWorld(fresh("w"), durability=durability),  # noqa: B023
+                       lambda w: single_appends(w, args.events)),
+        )
+        world_batch = median_of(
+            args.repeat,
+            lambda: on(lambda: SQLiteWorld(fresh("w"), durability=durability),  # noqa: B023
+                       lambda w: batch_appends(w, args.batches, 100)),
+        )
+        rows += [
+            (f"bare sqlite3 INSERT+COMMIT, {sync}", f"{bare1:,.0f} commits/s", "1.00"),
+            (f"SQLiteWorld single append, {sync}", f"{world_one:,.0f} events/s",
+             f"{bare1 / world_one:.2f}x per commit"),
+            (f"bare sqlite3 100 INSERTs+COMMIT, {sync}", f"{bare100:,.0f} commits/s", "1.00"),
+            (f"SQLiteWorld batch of 100, {sync}", f"{world_batch:,.0f} batches/s"
+             f" ({world_batch * 100:,.0f} events/s)", f"{bare100 / world_batch:.2f}x per commit"),
+        ]
+    mem_one = median_of(
+        args.repeat, lambda: on(MemoryWorld, lambda w: single_appends(w, args.events))
+    )
+    mem_batch = median_of(
+        args.repeat, lambda: on(MemoryWorld, lambda w: batch_appends(w, args.batches, 100))
+    )
+    rows += [
+        ("MemoryWorld single append", f"{mem_one:,.0f} events/s", ""),
+        ("MemoryWorld batch of 100", f"{mem_batch:,.0f} batches/s ({mem_batch * 100:,.0f} events/s)", ""),
+    ]
+    for name, factory in (
+        ("SQLiteWorld", lambda: SQLiteWorld(fresh("r"))),
+        ("MemoryWorld", MemoryWorld),
+    ):
+        seconds = median_of(args.repeat, lambda: on(factory, lambda w: read_log(w, args.log)))  # noqa: B023
+        rows.append((f"{name} read of a {args.log:,}-event log", f"{seconds:.3f} s", ""))
+    width = max(len(r[0]) for r in rows)
+    for name, figure, ratio in rows:
+        print(f"{name:<{width}}  {figure:<36} {ratio}")
+
+
+if __name__ == "__main__":
+    main()
