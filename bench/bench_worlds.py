@@ -21,6 +21,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Coroutine
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,9 @@ async def batch_appends(world: World, batches: int, size: int) -> float:
     run_id = await _new_run(world)
     groups = [
         [
-            EventRequest.of("step_created", f"b{b}-{i}", step_name="step//bench//s", input=b"x" * 64)
+            EventRequest.of(
+                "step_created", f"b{b}-{i}", step_name="step//bench//s", input=b"x" * 64
+            )
             for i in range(size)
         ]
         for b in range(batches)
@@ -111,7 +114,21 @@ async def read_log(world: World, length: int) -> float:
 
 
 def median_of(repeat: int, run: Callable[[], float]) -> float:
+    """The median of ``repeat`` calls of ``run``."""
     return statistics.median(run() for _ in range(repeat))
+
+
+def _on(factory: Callable[[], World], job: Callable[[World], Coroutine[Any, Any, float]]) -> float:
+    """Run ``job`` on a fresh World from ``factory`` and close it."""
+
+    async def go() -> float:
+        world = factory()
+        try:
+            return await job(world)
+        finally:
+            await world.close()
+
+    return asyncio.run(go())
 
 
 def main() -> None:
@@ -123,61 +140,59 @@ def main() -> None:
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="durasim-bench-"))
     counter = iter(range(1_000_000))
+    repeat = args.repeat
 
     def fresh(name: str) -> Path:
         return tmp / f"{name}-{next(counter)}.db"
 
-    def on(factory: Callable[[], World], job: Callable[[World], Coroutine[Any, Any, float]]) -> float:
-        async def go() -> float:
-            world = factory()
-            try:
-                return await job(world)
-            finally:
-                await world.close()
+    def sqlite(durability: str) -> Callable[[], World]:
+        return lambda: SQLiteWorld(fresh("w"), durability=durability)  # type: ignore[arg-type]
 
-        return asyncio.run(go())
+    def single(world: World) -> Coroutine[Any, Any, float]:
+        return single_appends(world, args.events)
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()},"
-          f" SQLite {sqlite3.sqlite_version}; median of {args.repeat}")
+    def batch(world: World) -> Coroutine[Any, Any, float]:
+        return batch_appends(world, args.batches, 100)
+
+    def read(world: World) -> Coroutine[Any, Any, float]:
+        return read_log(world, args.log)
+
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}; median of {repeat}"
+    )
     rows: list[tuple[str, str, str]] = []
     for durability, sync in SYNC.items():
-        bare1 = median_of(args.repeat, lambda: bare_loop(fresh("bare"), sync, args.events, 1))
-        bare100 = median_of(
-            args.repeat, lambda: bare_loop(fresh("bare"), sync, args.batches, 100)
-        )
-        world_one = median_of(
-            args.repeat,
-            lambda: on(lambda: SQLiteWorld(fresh("w"), durability=durability),  # noqa: B023
-                       lambda w: single_appends(w, args.events)),
-        )
-        world_batch = median_of(
-            args.repeat,
-            lambda: on(lambda: SQLiteWorld(fresh("w"), durability=durability),  # noqa: B023
-                       lambda w: batch_appends(w, args.batches, 100)),
-        )
+        bare1 = median_of(repeat, partial(bare_loop, fresh("bare"), sync, args.events, 1))
+        bare100 = median_of(repeat, partial(bare_loop, fresh("bare"), sync, args.batches, 100))
+        one = median_of(repeat, partial(_on, sqlite(durability), single))
+        many = median_of(repeat, partial(_on, sqlite(durability), batch))
         rows += [
             (f"bare sqlite3 INSERT+COMMIT, {sync}", f"{bare1:,.0f} commits/s", "1.00"),
-            (f"SQLiteWorld single append, {sync}", f"{world_one:,.0f} events/s",
-             f"{bare1 / world_one:.2f}x per commit"),
+            (
+                f"SQLiteWorld single append, {sync}",
+                f"{one:,.0f} events/s",
+                f"{bare1 / one:.2f}x per commit",
+            ),
             (f"bare sqlite3 100 INSERTs+COMMIT, {sync}", f"{bare100:,.0f} commits/s", "1.00"),
-            (f"SQLiteWorld batch of 100, {sync}", f"{world_batch:,.0f} batches/s"
-             f" ({world_batch * 100:,.0f} events/s)", f"{bare100 / world_batch:.2f}x per commit"),
+            (
+                f"SQLiteWorld batch of 100, {sync}",
+                f"{many:,.0f} batches/s ({many * 100:,.0f} events/s)",
+                f"{bare100 / many:.2f}x per commit",
+            ),
         ]
-    mem_one = median_of(
-        args.repeat, lambda: on(MemoryWorld, lambda w: single_appends(w, args.events))
-    )
-    mem_batch = median_of(
-        args.repeat, lambda: on(MemoryWorld, lambda w: batch_appends(w, args.batches, 100))
-    )
+    mem_one = median_of(repeat, partial(_on, MemoryWorld, single))
+    mem_batch = median_of(repeat, partial(_on, MemoryWorld, batch))
     rows += [
         ("MemoryWorld single append", f"{mem_one:,.0f} events/s", ""),
-        ("MemoryWorld batch of 100", f"{mem_batch:,.0f} batches/s ({mem_batch * 100:,.0f} events/s)", ""),
+        (
+            "MemoryWorld batch of 100",
+            f"{mem_batch:,.0f} batches/s ({mem_batch * 100:,.0f} events/s)",
+            "",
+        ),
     ]
-    for name, factory in (
-        ("SQLiteWorld", lambda: SQLiteWorld(fresh("r"))),
-        ("MemoryWorld", MemoryWorld),
-    ):
-        seconds = median_of(args.repeat, lambda: on(factory, lambda w: read_log(w, args.log)))  # noqa: B023
+    for name, factory in (("SQLiteWorld", sqlite("power")), ("MemoryWorld", MemoryWorld)):
+        seconds = median_of(repeat, partial(_on, factory, read))
         rows.append((f"{name} read of a {args.log:,}-event log", f"{seconds:.3f} s", ""))
     width = max(len(r[0]) for r in rows)
     for name, figure, ratio in rows:
