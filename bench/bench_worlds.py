@@ -145,6 +145,9 @@ def main() -> None:
     def fresh(name: str) -> Path:
         return tmp / f"{name}-{next(counter)}.db"
 
+    def bare(sync: str, commits: int, rows_per_commit: int) -> float:
+        return bare_loop(fresh("bare"), sync, commits, rows_per_commit)
+
     def sqlite(durability: str) -> Callable[[], World]:
         return lambda: SQLiteWorld(fresh("w"), durability=durability)  # type: ignore[arg-type]
 
@@ -163,8 +166,8 @@ def main() -> None:
     )
     rows: list[tuple[str, str, str]] = []
     for durability, sync in SYNC.items():
-        bare1 = median_of(repeat, partial(bare_loop, fresh("bare"), sync, args.events, 1))
-        bare100 = median_of(repeat, partial(bare_loop, fresh("bare"), sync, args.batches, 100))
+        bare1 = median_of(repeat, partial(bare, sync, args.events, 1))
+        bare100 = median_of(repeat, partial(bare, sync, args.batches, 100))
         one = median_of(repeat, partial(_on, sqlite(durability), single))
         many = median_of(repeat, partial(_on, sqlite(durability), batch))
         rows += [

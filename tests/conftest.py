@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from durasim.worlds import CountingIds, FixedClock, MemoryWorld, World
 from hypothesis import HealthCheck, settings
+
+from durasim.worlds import CountingIds, FixedClock, MemoryWorld, World
 
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from _helpers import all_events, assert_refused, new_hook, new_running_run, new_step, req
+
 from durasim.worlds import (
     EntityConflict,
     EventType,

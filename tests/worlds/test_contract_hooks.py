@@ -14,6 +14,7 @@ from _helpers import (
     req,
     world_state,
 )
+
 from durasim.worlds import (
     EntityConflict,
     EventResult,

@@ -16,6 +16,7 @@ from _helpers import (
     req,
     world_state,
 )
+
 from durasim.worlds import (
     EntityConflict,
     EventType,

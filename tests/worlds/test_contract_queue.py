@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from _helpers import assert_refused, build_world
+
 from durasim.worlds import Delivery, FixedClock, InvalidRequest, LeaseLost, World
 
 

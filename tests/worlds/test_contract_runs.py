@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from _helpers import all_runs, assert_refused, end_run, new_run, new_running_run
+
 from durasim.worlds import FixedClock, InvalidRequest, Run, RunStatus, World
 
 

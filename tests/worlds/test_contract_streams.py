@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from _helpers import assert_refused, new_run
+
 from durasim.worlds import (
     Chunk,
     InvalidRequest,
