@@ -456,6 +456,13 @@ def _check_fence(
                 "must send the seq_in_band of the snapshot it loaded",
                 run_id=run_id,
             )
+        # A malformed count is the caller's bug, not a lost race: say so, don't supersede.
+        if type(expected_seq_in_band) is not int or expected_seq_in_band < 0:
+            raise InvalidRequest(
+                f"in-band write to run {run_id!r}: expected_seq_in_band must be a "
+                f"non-negative int, got {expected_seq_in_band!r}",
+                run_id=run_id,
+            )
         if expected_seq_in_band != before.seq_in_band:
             raise InBandSuperseded(
                 f"run {run_id!r}: in-band write expected seq_in_band={expected_seq_in_band} "
