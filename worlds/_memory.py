@@ -235,10 +235,13 @@ class MemoryWorld:
                 del self._tokens[hook.token]
 
     def _unseen(self, run_id: str, seen_seq: int | None, before: Snapshot) -> tuple[Event, ...]:
-        if seen_seq is None or seen_seq >= before.seq:
+        if seen_seq is None:
             return ()
+        # Type first: a str would raise TypeError below, a float past the log pass unchecked.
         if type(seen_seq) is not int or seen_seq < 0:
             raise InvalidRequest(f"seen_seq must be a non-negative int, got {seen_seq!r}")
+        if seen_seq >= before.seq:
+            return ()
         return tuple(self._runs[run_id].events[seen_seq : before.seq])
 
     def _check(self) -> None:
