@@ -1,3 +1,6 @@
-"""durasim.scenarios (grows with later issues)."""
+"""durasim.scenarios: the user-facing top (the ``durasim`` command today; the scenario
+book, exploration and the conformance suite in later issues)."""
 
-__all__: list[str] = []
+from ._cli import main
+
+__all__ = ["main"]
