@@ -159,13 +159,20 @@ class EventRequest:
 
     Build one with :meth:`of`: ``EventRequest.of("step_created", "charge#1",
     step_name="step//shop//charge", input=b"...")``.  A request built by hand
-    (``validated=False``) is checked again by the World before anything else.
+    is checked again by the World before anything else, and so is one changed
+    with ``attrs.evolve`` (the mark below is not an ``__init__`` argument, so
+    no copy inherits it).
     """
 
     type: EventType
     correlation_id: str | None = None
     data: Payload = attrs.field(factory=Payload, converter=Payload)
-    validated: bool = attrs.field(default=False, eq=False, repr=False)
+    _validated: bool = attrs.field(init=False, default=False, eq=False, repr=False)
+
+    @property
+    def validated(self) -> bool:
+        """Whether :func:`validate_request` built this very object."""
+        return self._validated
 
     @classmethod
     def of(
@@ -429,12 +436,12 @@ def validate_request(
             raise InvalidRequest(
                 f"{event_type.value} is missing its required field {name!r}", field=name
             )
-    return EventRequest(
-        type=event_type,
-        correlation_id=correlation_id,
-        data=in_schema_order(event_type, clean),
-        validated=not world,
+    request = EventRequest(
+        type=event_type, correlation_id=correlation_id, data=in_schema_order(event_type, clean)
     )
+    if not world:
+        object.__setattr__(request, "_validated", True)  # frozen: set once, at birth
+    return request
 
 
 def in_schema_order(event_type: EventType, data: Mapping[str, Any]) -> Payload:

@@ -179,11 +179,6 @@ async def test_payloads_must_be_bytes(
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="EventRequest.validated survives attrs.evolve, so the World skips re-validation "
-    "(worlds/_events.py, reported to the lead)",
-)
 async def test_request_changed_after_validation_is_checked_again(world: World) -> None:
     run_id = await _busy_world(world)
     valid = req("step_completed", "s1", result=b"ok")
