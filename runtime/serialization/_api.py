@@ -1,0 +1,163 @@
+"""``serialize`` and ``deserialize``: the two calls everything else goes through."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ._decode import Decoder, Malformed
+from ._encode import Encoder, Refusal, is_plain
+from ._errors import SerializationError
+from ._format import KIND_FROZEN, KIND_PLAIN, KIND_TAGGED, MAX_DEPTH, PREFIX
+from ._registry import ClassRegistry, default_registry
+
+__all__ = ["deserialize", "dumps_tree", "loads_body", "serialize", "split_payload", "wrap_errors"]
+
+_HEAD_PLAIN = PREFIX + bytes([KIND_PLAIN])
+_HEAD_TAGGED = PREFIX + bytes([KIND_TAGGED])
+_HEAD_LEN = len(PREFIX) + 1
+# Every tree is built by the encoder from checked parts: no cycles (refs are
+# indices), no NaN (tagged), so json's own checks are off for speed.
+_dumps = json.JSONEncoder(
+    separators=(",", ":"), check_circular=False, allow_nan=False
+).encode
+
+
+def dumps_tree(tree: Any) -> bytes:
+    """Compact ASCII JSON for an encoder tree.
+
+    ASCII (``\\uXXXX`` escapes) keeps lone surrogates, which UTF-8 cannot carry,
+    and makes the bytes identical on every host.
+    """
+    return _dumps(tree).encode("ascii")
+
+
+def _reject_constant(name: str) -> Any:
+    raise Malformed(f"JSON constant {name} is not part of the format")
+
+
+def loads_body(body: bytes) -> Any:
+    """Parse one JSON body, refusing the non-standard NaN/Infinity literals."""
+    return json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+
+
+def serialize(
+    value: object, *, root: str = "value", registry: ClassRegistry | None = None
+) -> bytes:
+    """Encode ``value`` to bytes that :func:`deserialize` turns into an equal copy.
+
+    Types, shared references and cycles are kept (see docs/serialization.md for
+    the supported types).  For step inputs and outputs that should store deeply
+    frozen values by reference, use :meth:`FrozenValues.serialize` instead.
+
+    Args:
+        value: the value to encode.
+        root: how the value is named in error paths (``args`` gives ``args[1]``).
+        registry: where to look up classes; default :func:`default_registry`.
+
+    Returns:
+        ``b"dj1:"``, a kind byte, then the JSON body.
+
+    Raises:
+        SerializationError: a part of the value cannot cross a step boundary; the
+            message names its path, its type and what to pass instead.
+    """
+    encoder = Encoder(registry or default_registry())
+    with wrap_errors(root):
+        if is_plain(value):
+            return _HEAD_PLAIN + dumps_tree(value)
+        tree = encoder.encode(value)
+    return _HEAD_TAGGED + dumps_tree(tree)
+
+
+def deserialize(data: bytes | bytearray | memoryview, *, registry: ClassRegistry | None = None) -> Any:
+    """Decode bytes written by :func:`serialize` into a fresh copy of the value.
+
+    Decoding never runs code it was not told to trust: classes come only from the
+    registry, and no payload can make it import, eval or unpickle anything.
+
+    Args:
+        data: the payload.
+        registry: where to look up classes; default :func:`default_registry`.
+
+    Raises:
+        SerializationError: the bytes are malformed, truncated, of another format
+            version, name an unregistered class, or refer to stored frozen values
+            (decode those with :meth:`FrozenValues.deserialize`).
+    """
+    kind, header, body = split_payload(data)
+    if kind == KIND_FROZEN:
+        raise SerializationError(
+            "payload refers to frozen values stored in other records "
+            f"({header!r:.80}); decode it with FrozenValues.deserialize",
+            path="",
+        )
+    with wrap_errors(""):
+        tree = loads_body(body)
+        if kind == KIND_PLAIN:
+            return tree
+        return Decoder(registry or default_registry()).decode(tree)
+
+
+def split_payload(data: bytes | bytearray | memoryview) -> tuple[int, bytes, bytes]:
+    """Check the prefix and split a payload into (kind, frozen header, body)."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise SerializationError(
+            f"expected bytes, got {type(data).__name__}; pass the payload bytes", path=""
+        )
+    raw = bytes(data)
+    if not raw.startswith(PREFIX) or len(raw) < _HEAD_LEN:
+        if raw[:2] == b"dj" and raw[2:3].isdigit():
+            raise SerializationError(
+                f"payload format {raw[:4]!r} is not {PREFIX!r}: it was written by another "
+                "durasim version; read it with the version that wrote it",
+                path="",
+            )
+        raise SerializationError(
+            f"not a durasim payload: expected the prefix {PREFIX!r}, got {raw[:8]!r}",
+            path="",
+        )
+    kind = raw[len(PREFIX)]
+    body = raw[_HEAD_LEN:]
+    if kind == KIND_FROZEN:
+        header, newline, body = body.partition(b"\n")
+        if not newline:
+            raise SerializationError("frozen-value payload without its header line", path="")
+        return kind, header, body
+    if kind not in (KIND_PLAIN, KIND_TAGGED):
+        raise SerializationError(
+            f"unknown payload kind {bytes([kind])!r}; written by a newer durasim or corrupt",
+            path="",
+        )
+    return kind, b"", body
+
+
+class wrap_errors:  # noqa: N801 -- used as a context manager, reads like a function
+    """Turn every failure inside into a :class:`SerializationError`.
+
+    Refusals get their path; malformed input, exhausted recursion and any other
+    exception from hostile bytes become one clear error instead of a crash.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        if exc is None or isinstance(exc, SerializationError):
+            return False
+        if isinstance(exc, Refusal):
+            raise exc.error(self.root) from None
+        if isinstance(exc, RecursionError):
+            raise SerializationError(
+                f"{self.root or 'payload'}: nested too deeply for this interpreter "
+                f"(durasim allows {MAX_DEPTH} levels); flatten the structure",
+                path=self.root,
+            ) from None
+        if isinstance(exc, Exception):
+            raise SerializationError(
+                f"malformed payload: {type(exc).__name__}: {exc}"[:500], path=self.root
+            ) from exc
+        return False
