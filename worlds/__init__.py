@@ -48,7 +48,8 @@ from ._errors import (
     WorldError,
 )
 from ._events import Event, EventRequest, EventType, Payload, validate_request
-from ._fold import BATCH_FORBIDDEN, FoldedRun, Plan, StateView, fold_log, plan_batch, plan_write
+from ._fold import FoldedRun, fold_log
+from ._guards import BATCH_FORBIDDEN, Plan, StateView, plan_batch, plan_write
 from ._memory import MemoryWorld
 from ._protocol import (
     EventsFacet,

@@ -1,24 +1,27 @@
 """The in-memory World: the reference fold plus dictionaries.
 
 It is the reference every other World is compared against, so it does nothing
-clever: each write builds a plan with :mod:`._fold` and stores it.  Nothing it
+clever: each write builds a plan with :mod:`._guards` and stores it.  Nothing it
 returns can change what it stores (every value is frozen).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
-from typing import Any
 
 import attrs
 
+from ._checks import (
+    check_limit,
+    check_request,
+    decode_run_cursor,
+    encode_run_cursor,
+    normalize_statuses,
+    run_sort_key,
+)
 from ._entities import (
     BatchResult,
     Capabilities,
-    Chunk,
-    ChunkPage,
-    Delivery,
     EventPage,
     EventResult,
     Hook,
@@ -29,7 +32,6 @@ from ._entities import (
     RunStatus,
     Snapshot,
     Step,
-    StreamInfo,
     Wait,
     WaitStatus,
 )
@@ -37,10 +39,8 @@ from ._errors import (
     EventNotFound,
     HookNotFound,
     InvalidRequest,
-    LeaseLost,
     RunNotFound,
     StepNotFound,
-    StreamClosed,
     WaitNotFound,
 )
 from ._events import (
@@ -48,44 +48,13 @@ from ._events import (
     EventRequest,
     EventType,
     check_run_id,
-    check_stream_name,
-    validate_request,
 )
-from ._fold import FoldedRun, Plan, fold_log, plan_batch, plan_create_run, plan_write
-from ._paging import (
-    check_limit,
-    check_queue_name,
-    decode_run_cursor,
-    encode_run_cursor,
-    normalize_statuses,
-    run_sort_key,
-)
+from ._fold import FoldedRun, fold_log
+from ._guards import Plan, plan_batch, plan_create_run, plan_write
+from ._memory_queue import MemoryQueue, MemoryStreams, QueueSlot, StreamBuffer
 from ._time import Clock, IdSource, RandomIds, SystemClock
 
-__all__ = ["MemoryWorld", "check_request"]
-
-
-def check_request(request: object) -> EventRequest:
-    """Re-validate a request whatever built it (a hand-made EventRequest skips ``of``)."""
-    if not isinstance(request, EventRequest):
-        raise InvalidRequest(
-            f"expected an EventRequest, got {type(request).__name__}: build one with "
-            "EventRequest.of(type, correlation_id, **data)"
-        )
-    if request.validated:
-        return request
-    return validate_request(request.type, request.correlation_id, request.data)
-
-
-def check_delay(delay: object, *, what: str = "delay") -> float:
-    """A non-negative number of seconds, at most 366 days."""
-    if (
-        isinstance(delay, bool)
-        or not isinstance(delay, int | float)
-        or not 0 <= delay <= 31_622_400
-    ):
-        raise InvalidRequest(f"{what} must be a number of seconds in 0..31622400, got {delay!r}")
-    return float(delay)
+__all__ = ["MemoryWorld"]
 
 
 @attrs.define
@@ -138,27 +107,8 @@ class _View:
         return [w for w in self._record.state.waits.values() if w.status is WaitStatus.WAITING]
 
 
-@attrs.define
-class _QueueSlot:
-    message: Message
-    order: int
-    lease_id: str | None = None
-    lease_expires_at: datetime | None = None
-
-    def claimable_at(self) -> datetime:
-        if self.lease_expires_at is not None:
-            return self.lease_expires_at
-        return self.message.available_at
-
-
-@attrs.define
-class _Stream:
-    chunks: list[bytes] = attrs.field(factory=list)
-    closed: bool = False
-
-
 class MemoryWorld:
-    """The reference World: every run in a dict, every rule from :mod:`._fold`.
+    """The reference World: every run in a dict, every rule from :mod:`._guards`.
 
     Args:
         clock: where every timestamp comes from (default: real time).
@@ -179,19 +129,19 @@ class MemoryWorld:
         self._max_deliveries = max_deliveries
         self._runs: dict[str, _RunRecord] = {}
         self._tokens: dict[str, tuple[str, str]] = {}
-        self._queue: dict[str, _QueueSlot] = {}
+        self._queue: dict[str, QueueSlot] = {}
         self._queue_order = 0
         self._idempotency: dict[str, str] = {}
         self._dead: list[Message] = []
-        self._streams: dict[tuple[str, str], _Stream] = {}
+        self._streams: dict[tuple[str, str], StreamBuffer] = {}
         self._closed = False
         self.runs = _Runs(self)
         self.steps = _Steps(self)
         self.events = _Events(self)
         self.hooks = _Hooks(self)
         self.waits = _Waits(self)
-        self.queue = _Queue(self)
-        self.streams = _Streams(self)
+        self.queue = MemoryQueue(self)
+        self.streams = MemoryStreams(self)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -435,209 +385,3 @@ class _Events(_Facet):
             snapshot=snapshot,
             has_more=after_seq + len(events) < len(record.events),
         )
-
-
-class _Queue(_Facet):
-    async def enqueue(
-        self,
-        queue_name: str,
-        payload: bytes,
-        *,
-        run_id: str | None = None,
-        orchestrator: bool = False,
-        idempotency_key: str | None = None,
-        delay: float = 0.0,
-    ) -> str:
-        w = self._w
-        check_queue_name(queue_name)
-        _check_message(payload, run_id, orchestrator, idempotency_key)
-        delay = check_delay(delay)
-        if idempotency_key is not None and idempotency_key in w._idempotency:
-            return w._idempotency[idempotency_key]
-        now = w._clock.now()
-        message = Message(
-            message_id=w._ids.new_id("msg"),
-            queue_name=queue_name,
-            payload=payload,
-            available_at=now + timedelta(seconds=delay),
-            enqueued_at=now,
-            run_id=run_id,
-            orchestrator=orchestrator,
-            idempotency_key=idempotency_key,
-        )
-        w._queue_order += 1
-        w._queue[message.message_id] = _QueueSlot(message=message, order=w._queue_order)
-        if idempotency_key is not None:
-            w._idempotency[idempotency_key] = message.message_id
-        return message.message_id
-
-    async def claim(
-        self, *, queue_prefix: str = "", lease_seconds: float = 30.0
-    ) -> Delivery | None:
-        w = self._w
-        lease = check_delay(lease_seconds, what="lease_seconds")
-        now = w._clock.now()
-        busy = {
-            s.message.run_id
-            for s in w._queue.values()
-            if s.message.orchestrator
-            and s.lease_expires_at is not None
-            and s.lease_expires_at > now
-        }
-        due = sorted(
-            (
-                s
-                for s in w._queue.values()
-                if s.message.queue_name.startswith(queue_prefix) and s.claimable_at() <= now
-            ),
-            key=lambda s: (s.claimable_at(), s.order),
-        )
-        for slot in due:
-            message = slot.message
-            if message.orchestrator and message.run_id in busy:
-                continue
-            if w._max_deliveries is not None and message.attempt >= w._max_deliveries:
-                self._dead_letter(slot)
-                continue
-            message = attrs.evolve(message, attempt=message.attempt + 1)
-            slot.message = message
-            slot.lease_id = w._ids.new_id("lease")
-            slot.lease_expires_at = now + timedelta(seconds=lease)
-            return Delivery(
-                message=message, lease_id=slot.lease_id, lease_expires_at=slot.lease_expires_at
-            )
-        return None
-
-    def _dead_letter(self, slot: _QueueSlot) -> None:
-        w = self._w
-        del w._queue[slot.message.message_id]
-        if slot.message.idempotency_key is not None:
-            w._idempotency.pop(slot.message.idempotency_key, None)
-        w._dead.append(slot.message)
-
-    def _held(self, delivery: Delivery) -> _QueueSlot:
-        slot = self._w._queue.get(delivery.message_id)
-        if slot is None or slot.lease_id != delivery.lease_id:
-            raise LeaseLost(
-                f"message {delivery.message_id!r}: lease {delivery.lease_id!r} is no longer "
-                "held (acked, or re-claimed after it expired); the message is not yours to settle",
-                message_id=delivery.message_id,
-            )
-        return slot
-
-    async def ack(self, delivery: Delivery) -> None:
-        slot = self._held(delivery)
-        del self._w._queue[delivery.message_id]
-        if slot.message.idempotency_key is not None:
-            self._w._idempotency.pop(slot.message.idempotency_key, None)
-
-    async def release(self, delivery: Delivery, *, delay: float = 0.0) -> None:
-        slot = self._held(delivery)
-        delay = check_delay(delay)
-        slot.lease_id = None
-        slot.lease_expires_at = None
-        slot.message = attrs.evolve(
-            slot.message, available_at=self._w._clock.now() + timedelta(seconds=delay)
-        )
-
-    async def extend(self, delivery: Delivery, *, lease_seconds: float) -> Delivery:
-        slot = self._held(delivery)
-        lease = check_delay(lease_seconds, what="lease_seconds")
-        slot.lease_expires_at = self._w._clock.now() + timedelta(seconds=lease)
-        return attrs.evolve(delivery, lease_expires_at=slot.lease_expires_at)
-
-    async def next_due(self, *, queue_prefix: str = "") -> datetime | None:
-        times = [
-            s.claimable_at()
-            for s in self._w._queue.values()
-            if s.message.queue_name.startswith(queue_prefix)
-        ]
-        return min(times, default=None)
-
-    async def messages(self) -> tuple[Message, ...]:
-        slots = sorted(self._w._queue.values(), key=lambda s: s.order)
-        return tuple(s.message for s in slots)
-
-    async def dead_letters(self) -> tuple[Message, ...]:
-        return tuple(self._w._dead)
-
-
-def _check_message(payload: Any, run_id: Any, orchestrator: Any, key: Any) -> None:
-    if type(payload) is not bytes:
-        raise InvalidRequest(
-            f"queue payload must be bytes, got {type(payload).__name__}: serialize it first"
-        )
-    if run_id is not None:
-        check_run_id(run_id)
-    if orchestrator and run_id is None:
-        raise InvalidRequest("an orchestrator message must name its run: pass run_id=")
-    if key is not None and (not isinstance(key, str) or not key or len(key) > 512):
-        raise InvalidRequest(f"idempotency_key must be a str of 1-512 characters, got {key!r}")
-
-
-class _Streams(_Facet):
-    def _stream(self, run_id: str, name: str, *, create: bool) -> _Stream | None:
-        check_stream_name(name)
-        self._w._record(run_id)
-        key = (run_id, name)
-        if create:
-            return self._w._streams.setdefault(key, _Stream())
-        return self._w._streams.get(key)
-
-    async def write(self, run_id: str, name: str, chunks: bytes | Sequence[bytes]) -> int:
-        batch = _check_chunks(chunks)
-        stream = self._stream(run_id, name, create=True)
-        assert stream is not None
-        if stream.closed:
-            raise StreamClosed(
-                f"stream {name!r} of run {run_id!r} is closed; open a new stream name",
-                run_id=run_id,
-            )
-        stream.chunks.extend(batch)
-        return len(stream.chunks) - 1
-
-    async def close(self, run_id: str, name: str) -> None:
-        stream = self._stream(run_id, name, create=True)
-        assert stream is not None
-        stream.closed = True
-
-    async def read(self, run_id: str, name: str, *, start: int = 0, limit: int = 100) -> ChunkPage:
-        check_limit(limit)
-        stream = self._stream(run_id, name, create=False) or _Stream()
-        first = _clamp_start(start, len(stream.chunks))
-        picked = stream.chunks[first : first + limit]
-        return ChunkPage(
-            chunks=tuple(Chunk(index=first + i, data=d) for i, d in enumerate(picked)),
-            next_index=first + len(picked),
-            closed=stream.closed,
-            has_more=first + len(picked) < len(stream.chunks),
-        )
-
-    async def info(self, run_id: str, name: str) -> StreamInfo:
-        stream = self._stream(run_id, name, create=False) or _Stream()
-        return StreamInfo(tail_index=len(stream.chunks) - 1, closed=stream.closed)
-
-    async def list(self, run_id: str) -> tuple[str, ...]:
-        self._w._record(run_id)
-        return tuple(sorted(name for (rid, name) in self._w._streams if rid == run_id))
-
-
-def _check_chunks(chunks: Any) -> list[bytes]:
-    batch = (
-        [chunks]
-        if isinstance(chunks, bytes)
-        else list(chunks)
-        if isinstance(chunks, list | tuple)
-        else None
-    )
-    if batch is None or not all(type(c) is bytes for c in batch):
-        raise InvalidRequest(
-            "stream chunks must be bytes or a list of bytes: serialize each chunk first"
-        )
-    return batch
-
-
-def _clamp_start(start: Any, length: int) -> int:
-    if type(start) is not int:
-        raise InvalidRequest(f"start must be an int, got {start!r}")
-    return max(0, length + start) if start < 0 else start

@@ -22,29 +22,29 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-import attrs
-
 from . import _sqlite_codec as codec
+from . import _sqlite_schema as sql
+from ._checks import (
+    check_limit,
+    check_request,
+    decode_run_cursor,
+    encode_run_cursor,
+    normalize_statuses,
+)
 from ._entities import (
     BatchResult,
     Capabilities,
-    Chunk,
-    ChunkPage,
-    Delivery,
     EventPage,
     EventResult,
     Hook,
-    Message,
     Run,
     RunPage,
     RunStatus,
     Snapshot,
     Step,
-    StreamInfo,
     Wait,
 )
 from ._errors import (
@@ -52,10 +52,8 @@ from ._errors import (
     EventNotFound,
     HookNotFound,
     InvalidRequest,
-    LeaseLost,
     RunNotFound,
     StepNotFound,
-    StreamClosed,
     WaitNotFound,
     WorldError,
 )
@@ -65,133 +63,13 @@ from ._events import (
     EventRequest,
     EventType,
     check_run_id,
-    check_stream_name,
 )
-from ._fold import Plan, fold_log, plan_batch, plan_create_run, plan_write
-from ._memory import _check_chunks, _check_message, _clamp_start, check_delay, check_request
-from ._paging import (
-    check_limit,
-    check_queue_name,
-    decode_run_cursor,
-    encode_run_cursor,
-    normalize_statuses,
-)
-from ._time import Clock, IdSource, RandomIds, SystemClock, from_micros, to_micros
+from ._fold import fold_log
+from ._guards import Plan, plan_batch, plan_create_run, plan_write
+from ._sqlite_queue import SQLiteQueue, SQLiteStreams
+from ._time import Clock, IdSource, RandomIds, SystemClock, to_micros
 
 __all__ = ["SQLiteWorld"]
-
-SCHEMA_VERSION = 1
-
-_SCHEMA_SQL = f"""
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    workflow_name TEXT NOT NULL,
-    status TEXT NOT NULL,
-    input BLOB NOT NULL,
-    deployment_id TEXT,
-    execution_context BLOB,
-    output BLOB,
-    error BLOB,
-    error_code TEXT,
-    cancel_reason TEXT,
-    attributes TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    started_at INTEGER,
-    completed_at INTEGER
-);
-CREATE INDEX IF NOT EXISTS runs_newest ON runs (created_at DESC, run_id DESC);
-CREATE TABLE IF NOT EXISTS events (
-    run_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    correlation_id TEXT,
-    in_band INTEGER NOT NULL,
-    in_band_seq INTEGER NOT NULL,
-    data TEXT,
-    blob BLOB,
-    resume_id TEXT,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
-CREATE UNIQUE INDEX IF NOT EXISTS events_resume
-    ON events (run_id, resume_id) WHERE resume_id IS NOT NULL;
-CREATE TABLE IF NOT EXISTS steps (
-    {codec.STEP_COLUMNS.replace(", ", " ,")},
-    UNIQUE (run_id, step_id)
-);
-CREATE TABLE IF NOT EXISTS hooks (
-    {codec.HOOK_COLUMNS.replace(", ", " ,")},
-    UNIQUE (run_id, hook_id)
-);
-CREATE UNIQUE INDEX IF NOT EXISTS hooks_live_token ON hooks (token) WHERE status = 'active';
-CREATE TABLE IF NOT EXISTS waits (
-    {codec.WAIT_COLUMNS.replace(", ", " ,")},
-    UNIQUE (run_id, wait_id)
-);
-CREATE TABLE IF NOT EXISTS messages (
-    ord INTEGER PRIMARY KEY AUTOINCREMENT,
-    message_id TEXT NOT NULL UNIQUE,
-    queue_name TEXT NOT NULL,
-    payload BLOB NOT NULL,
-    available_at INTEGER NOT NULL,
-    enqueued_at INTEGER NOT NULL,
-    attempt INTEGER NOT NULL,
-    run_id TEXT,
-    orchestrator INTEGER NOT NULL,
-    idempotency_key TEXT UNIQUE,
-    lease_id TEXT,
-    lease_expires_at INTEGER,
-    due_at INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS messages_due ON messages (due_at, ord);
-CREATE TABLE IF NOT EXISTS dead_letters (
-    ord INTEGER PRIMARY KEY AUTOINCREMENT,
-    message_id TEXT NOT NULL,
-    queue_name TEXT NOT NULL,
-    payload BLOB NOT NULL,
-    available_at INTEGER NOT NULL,
-    enqueued_at INTEGER NOT NULL,
-    attempt INTEGER NOT NULL,
-    run_id TEXT,
-    orchestrator INTEGER NOT NULL,
-    idempotency_key TEXT
-);
-CREATE TABLE IF NOT EXISTS streams (
-    run_id TEXT NOT NULL,
-    name TEXT NOT NULL,
-    closed INTEGER NOT NULL,
-    length INTEGER NOT NULL,
-    PRIMARY KEY (run_id, name)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS chunks (
-    run_id TEXT NOT NULL,
-    name TEXT NOT NULL,
-    idx INTEGER NOT NULL,
-    data BLOB NOT NULL,
-    PRIMARY KEY (run_id, name, idx)
-) WITHOUT ROWID;
-"""
-
-_MESSAGE_COLUMNS = (
-    "message_id, queue_name, payload, available_at, enqueued_at, attempt, run_id, "
-    "orchestrator, idempotency_key"
-)
-
-
-def _message_from_row(row: Sequence[Any]) -> Message:
-    return Message(
-        message_id=row[0],
-        queue_name=row[1],
-        payload=bytes(row[2]),
-        available_at=from_micros(row[3]),
-        enqueued_at=from_micros(row[4]),
-        attempt=row[5],
-        run_id=row[6],
-        orchestrator=bool(row[7]),
-        idempotency_key=row[8],
-    )
 
 
 class _View:
@@ -280,38 +158,6 @@ class _View:
         return [codec.wait_from_row(r) for r in rows]
 
 
-def _upsert_sql(table: str, columns: str, key: str) -> str:
-    names = [c.strip() for c in columns.split(",")]
-    keys = {k.strip() for k in key.split(",")}
-    updates = ", ".join(f"{n} = excluded.{n}" for n in names if n not in keys)
-    marks = ", ".join("?" for _ in names)
-    return (
-        f"INSERT INTO {table} ({columns}) VALUES ({marks}) "
-        f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
-    )
-
-
-_UPSERT_STEP = _upsert_sql("steps", codec.STEP_COLUMNS, "run_id, step_id")
-_UPSERT_HOOK = _upsert_sql("hooks", codec.HOOK_COLUMNS, "run_id, hook_id")
-_UPSERT_WAIT = _upsert_sql("waits", codec.WAIT_COLUMNS, "run_id, wait_id")
-_INSERT_RUN = f"INSERT INTO runs ({codec.RUN_COLUMNS}) VALUES ({', '.join('?' for _ in range(15))})"
-_UPDATE_RUN = (
-    "UPDATE runs SET status = ?, output = ?, error = ?, error_code = ?, cancel_reason = ?, "
-    "attributes = ?, updated_at = ?, started_at = ?, completed_at = ? "
-    "WHERE run_id = ?"
-)
-_INSERT_EVENT = (
-    "INSERT INTO events (run_id, seq, type, created_at, correlation_id, in_band, in_band_seq, "
-    "data, blob, resume_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_SELECT_RUN = f"SELECT {codec.RUN_COLUMNS} FROM runs WHERE run_id = ?"
-# The counters live on the last event: (seq, in-band events up to and including it).
-_SELECT_COUNTERS = "SELECT seq, in_band_seq FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
-#: Runs whose (row, counters) are cached between writes of this connection.
-_CACHED_RUNS = 4096
-_EVENT_COLUMNS = "run_id, seq, type, created_at, correlation_id, in_band, data, blob"
-
-
 class SQLiteWorld:
     """The embedded World: one SQLite file, safe for several processes at once.
 
@@ -363,8 +209,8 @@ class SQLiteWorld:
         self.events = _Events(self)
         self.hooks = _Hooks(self)
         self.waits = _Waits(self)
-        self.queue = _Queue(self)
-        self.streams = _Streams(self)
+        self.queue = SQLiteQueue(self)
+        self.streams = SQLiteStreams(self)
 
     def _open(self) -> None:
         db = self._db
@@ -385,19 +231,19 @@ class SQLiteWorld:
             if row is not None:
                 found = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
                 version = int(found[0]) if found else None
-            if version is not None and version > SCHEMA_VERSION:
+            if version is not None and version > sql.SCHEMA_VERSION:
                 raise WorldError(
                     f"{str(self.path)!r} has schema version {version}, newer than this "
-                    f"durasim understands ({SCHEMA_VERSION}): upgrade durasim",
+                    f"durasim understands ({sql.SCHEMA_VERSION}): upgrade durasim",
                     path=str(self.path),
                 )
             if version is None:
-                for statement in _SCHEMA_SQL.split(";"):
+                for statement in sql.SCHEMA_SQL.split(";"):
                     if statement.strip():
                         db.execute(statement)
                 db.execute(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
+                    (str(sql.SCHEMA_VERSION),),
                 )
 
     @property
@@ -461,10 +307,10 @@ class SQLiteWorld:
 
     def _run_row(self, db: sqlite3.Connection, run_id: str) -> tuple[Run, Snapshot]:
         check_run_id(run_id)
-        row = db.execute(_SELECT_RUN, (run_id,)).fetchone()
+        row = db.execute(sql.SELECT_RUN, (run_id,)).fetchone()
         if row is None:
             raise RunNotFound(f"run {run_id!r} does not exist", run_id=run_id)
-        counters = db.execute(_SELECT_COUNTERS, (run_id,)).fetchone()
+        counters = db.execute(sql.SELECT_COUNTERS, (run_id,)).fetchone()
         if counters is None:
             raise CorruptedLog(f"run {run_id!r} has a row but no event", run_id=run_id)
         return codec.run_from_row(row), Snapshot(seq=counters[0], seq_in_band=counters[1])
@@ -484,7 +330,7 @@ class SQLiteWorld:
         """Cache a committed plan's run and counters (called after COMMIT)."""
         cache = self._runs_cache
         cache[plan.run.run_id] = (plan.run, plan.after)
-        if len(cache) > _CACHED_RUNS:
+        if len(cache) > sql.CACHED_RUNS:
             del cache[next(iter(cache))]
 
     def _store(self, db: sqlite3.Connection, plan: Plan, *, original: Run | None) -> None:
@@ -511,24 +357,24 @@ class SQLiteWorld:
                     resume_id,
                 )
             )
-        db.executemany(_INSERT_EVENT, rows)
+        db.executemany(sql.INSERT_EVENT, rows)
         if original is None:
-            db.execute(_INSERT_RUN, codec.run_to_row(run))
+            db.execute(sql.INSERT_RUN, codec.run_to_row(run))
         elif run is not original:
             full = codec.run_to_row(run)
             db.execute(
-                _UPDATE_RUN,
+                sql.UPDATE_RUN,
                 (*full[2:3], *full[6:10], *full[10:11], *full[12:15], run.run_id),
             )
         # Hooks first release tokens, then take them, so a token freed and
         # re-taken in one plan never trips the live-token index.
         hooks = sorted(plan.hooks.values(), key=lambda h: h.status == "active")
         for hook in hooks:
-            db.execute(_UPSERT_HOOK, codec.hook_to_row(hook))
+            db.execute(sql.UPSERT_HOOK, codec.hook_to_row(hook))
         if plan.steps:
-            db.executemany(_UPSERT_STEP, [codec.step_to_row(s) for s in plan.steps.values()])
+            db.executemany(sql.UPSERT_STEP, [codec.step_to_row(s) for s in plan.steps.values()])
         if plan.waits:
-            db.executemany(_UPSERT_WAIT, [codec.wait_to_row(w) for w in plan.waits.values()])
+            db.executemany(sql.UPSERT_WAIT, [codec.wait_to_row(w) for w in plan.waits.values()])
 
     def _unseen(
         self, db: sqlite3.Connection, run_id: str, seen_seq: int | None, before: Snapshot
@@ -540,7 +386,7 @@ class SQLiteWorld:
         if seen_seq >= before.seq:
             return ()
         rows = db.execute(
-            f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? AND seq <= ? "
+            f"SELECT {sql.EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? AND seq <= ? "
             "ORDER BY seq",
             (run_id, seen_seq, before.seq),
         ).fetchall()
@@ -552,7 +398,8 @@ class SQLiteWorld:
             run_ids = [r[0] for r in db.execute("SELECT run_id FROM runs ORDER BY run_id")]
             for run_id in run_ids:
                 rows = db.execute(
-                    f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+                    f"SELECT {sql.EVENT_COLUMNS} FROM events WHERE run_id = ? ORDER BY seq",
+                    (run_id,),
                 ).fetchall()
                 events = [codec.decode_event(*r) for r in rows]
                 assert [e.seq for e in events] == list(range(1, len(events) + 1)), run_id
@@ -699,7 +546,7 @@ class _Events(_Facet):
         if request.type is EventType.RUN_CREATED:
             run_id = check_run_id(run_id) if run_id is not None else w._ids.new_id("wrun")
             with w._write() as db:
-                row = db.execute(_SELECT_RUN, (run_id,)).fetchone()
+                row = db.execute(sql.SELECT_RUN, (run_id,)).fetchone()
                 existing = None if row is None else codec.run_from_row(row)
                 plan = plan_create_run(run_id, request, w._clock.now(), existing)
                 w._store(db, plan, original=None)
@@ -773,7 +620,7 @@ class _Events(_Facet):
             row = None
             if type(seq) is int:
                 row = db.execute(
-                    f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq = ?",
+                    f"SELECT {sql.EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq = ?",
                     (run_id, seq),
                 ).fetchone()
         if row is None:
@@ -789,7 +636,7 @@ class _Events(_Facet):
         with self._w._read() as db:
             _, snapshot = self._w._run_row(db, run_id)
             rows = db.execute(
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? "
+                f"SELECT {sql.EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? "
                 "ORDER BY seq LIMIT ?",
                 (run_id, after_seq, limit),
             ).fetchall()
@@ -807,225 +654,3 @@ class _Events(_Facet):
         return EventPage(
             events=events, snapshot=snapshot, has_more=after_seq + len(events) < snapshot.seq
         )
-
-
-class _Queue(_Facet):
-    async def enqueue(
-        self,
-        queue_name: str,
-        payload: bytes,
-        *,
-        run_id: str | None = None,
-        orchestrator: bool = False,
-        idempotency_key: str | None = None,
-        delay: float = 0.0,
-    ) -> str:
-        w = self._w
-        check_queue_name(queue_name)
-        _check_message(payload, run_id, orchestrator, idempotency_key)
-        delay = check_delay(delay)
-        with w._write() as db:
-            if idempotency_key is not None:
-                row = db.execute(
-                    "SELECT message_id FROM messages WHERE idempotency_key = ?", (idempotency_key,)
-                ).fetchone()
-                if row is not None:
-                    return str(row[0])
-            now = w._clock.now()
-            message_id = w._ids.new_id("msg")
-            available = to_micros(now + timedelta(seconds=delay))
-            db.execute(
-                f"INSERT INTO messages ({_MESSAGE_COLUMNS}, due_at) VALUES "
-                "(?, ?, ?, ?, ?, 0, ?, ?, ?, ?)",
-                (
-                    message_id,
-                    queue_name,
-                    payload,
-                    available,
-                    to_micros(now),
-                    run_id,
-                    int(orchestrator),
-                    idempotency_key,
-                    available,
-                ),
-            )
-        return message_id
-
-    async def claim(
-        self, *, queue_prefix: str = "", lease_seconds: float = 30.0
-    ) -> Delivery | None:
-        w = self._w
-        lease = check_delay(lease_seconds, what="lease_seconds")
-        if not isinstance(queue_prefix, str):
-            raise InvalidRequest(f"queue_prefix must be a str, got {queue_prefix!r}")
-        with w._write() as db:
-            now = w._clock.now()
-            now_us = to_micros(now)
-            busy = {
-                r[0]
-                for r in db.execute(
-                    "SELECT DISTINCT run_id FROM messages WHERE orchestrator = 1 "
-                    "AND lease_expires_at > ?",
-                    (now_us,),
-                )
-            }
-            rows = db.execute(
-                f"SELECT {_MESSAGE_COLUMNS}, ord FROM messages WHERE due_at <= ? "
-                "AND substr(queue_name, 1, ?) = ? ORDER BY due_at, ord",
-                (now_us, len(queue_prefix), queue_prefix),
-            ).fetchall()
-            for row in rows:
-                message = _message_from_row(row)
-                if message.orchestrator and message.run_id in busy:
-                    continue
-                if w._max_deliveries is not None and message.attempt >= w._max_deliveries:
-                    db.execute(
-                        f"INSERT INTO dead_letters ({_MESSAGE_COLUMNS}) VALUES "
-                        "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        row[:9],
-                    )
-                    db.execute("DELETE FROM messages WHERE message_id = ?", (message.message_id,))
-                    continue
-                lease_id = w._ids.new_id("lease")
-                expires = now + timedelta(seconds=lease)
-                db.execute(
-                    "UPDATE messages SET attempt = attempt + 1, lease_id = ?, "
-                    "lease_expires_at = ?, due_at = ? WHERE message_id = ?",
-                    (lease_id, to_micros(expires), to_micros(expires), message.message_id),
-                )
-                message = attrs.evolve(message, attempt=message.attempt + 1)
-                return Delivery(message=message, lease_id=lease_id, lease_expires_at=expires)
-        return None
-
-    def _held(self, db: sqlite3.Connection, delivery: Delivery) -> None:
-        row = db.execute(
-            "SELECT lease_id FROM messages WHERE message_id = ?", (delivery.message_id,)
-        ).fetchone()
-        if row is None or row[0] != delivery.lease_id:
-            raise LeaseLost(
-                f"message {delivery.message_id!r}: lease {delivery.lease_id!r} is no longer "
-                "held (acked, or re-claimed after it expired); the message is not yours to settle",
-                message_id=delivery.message_id,
-            )
-
-    async def ack(self, delivery: Delivery) -> None:
-        with self._w._write() as db:
-            self._held(db, delivery)
-            db.execute("DELETE FROM messages WHERE message_id = ?", (delivery.message_id,))
-
-    async def release(self, delivery: Delivery, *, delay: float = 0.0) -> None:
-        delay = check_delay(delay)
-        with self._w._write() as db:
-            self._held(db, delivery)
-            available = to_micros(self._w._clock.now() + timedelta(seconds=delay))
-            db.execute(
-                "UPDATE messages SET lease_id = NULL, lease_expires_at = NULL, available_at = ?, "
-                "due_at = ? WHERE message_id = ?",
-                (available, available, delivery.message_id),
-            )
-
-    async def extend(self, delivery: Delivery, *, lease_seconds: float) -> Delivery:
-        lease = check_delay(lease_seconds, what="lease_seconds")
-        with self._w._write() as db:
-            self._held(db, delivery)
-            expires = self._w._clock.now() + timedelta(seconds=lease)
-            db.execute(
-                "UPDATE messages SET lease_expires_at = ?, due_at = ? WHERE message_id = ?",
-                (to_micros(expires), to_micros(expires), delivery.message_id),
-            )
-        return attrs.evolve(delivery, lease_expires_at=expires)
-
-    async def next_due(self, *, queue_prefix: str = "") -> datetime | None:
-        row = self._w._db.execute(
-            "SELECT min(due_at) FROM messages WHERE substr(queue_name, 1, ?) = ?",
-            (len(queue_prefix), queue_prefix),
-        ).fetchone()
-        return None if row[0] is None else from_micros(row[0])
-
-    async def messages(self) -> tuple[Message, ...]:
-        rows = self._w._db.execute(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages ORDER BY ord"
-        ).fetchall()
-        return tuple(_message_from_row(r) for r in rows)
-
-    async def dead_letters(self) -> tuple[Message, ...]:
-        rows = self._w._db.execute(
-            f"SELECT {_MESSAGE_COLUMNS} FROM dead_letters ORDER BY ord"
-        ).fetchall()
-        return tuple(_message_from_row(r) for r in rows)
-
-
-class _Streams(_Facet):
-    async def write(self, run_id: str, name: str, chunks: bytes | Sequence[bytes]) -> int:
-        batch = _check_chunks(chunks)
-        check_stream_name(name)
-        with self._w._write() as db:
-            self._w._require_run(db, run_id)
-            row = db.execute(
-                "SELECT closed, length FROM streams WHERE run_id = ? AND name = ?", (run_id, name)
-            ).fetchone()
-            closed, length = row if row is not None else (0, 0)
-            if closed:
-                raise StreamClosed(
-                    f"stream {name!r} of run {run_id!r} is closed; open a new stream name",
-                    run_id=run_id,
-                )
-            db.executemany(
-                "INSERT INTO chunks (run_id, name, idx, data) VALUES (?, ?, ?, ?)",
-                [(run_id, name, length + i, c) for i, c in enumerate(batch)],
-            )
-            db.execute(
-                "INSERT INTO streams (run_id, name, closed, length) VALUES (?, ?, 0, ?) "
-                "ON CONFLICT (run_id, name) DO UPDATE SET length = excluded.length",
-                (run_id, name, length + len(batch)),
-            )
-        return length + len(batch) - 1
-
-    async def close(self, run_id: str, name: str) -> None:
-        check_stream_name(name)
-        with self._w._write() as db:
-            self._w._require_run(db, run_id)
-            db.execute(
-                "INSERT INTO streams (run_id, name, closed, length) VALUES (?, ?, 1, 0) "
-                "ON CONFLICT (run_id, name) DO UPDATE SET closed = 1",
-                (run_id, name),
-            )
-
-    def _state(self, db: sqlite3.Connection, run_id: str, name: str) -> tuple[bool, int]:
-        check_stream_name(name)
-        self._w._require_run(db, run_id)
-        row = db.execute(
-            "SELECT closed, length FROM streams WHERE run_id = ? AND name = ?", (run_id, name)
-        ).fetchone()
-        return (False, 0) if row is None else (bool(row[0]), int(row[1]))
-
-    async def read(self, run_id: str, name: str, *, start: int = 0, limit: int = 100) -> ChunkPage:
-        check_limit(limit)
-        with self._w._read() as db:
-            closed, length = self._state(db, run_id, name)
-            first = _clamp_start(start, length)
-            rows = db.execute(
-                "SELECT idx, data FROM chunks WHERE run_id = ? AND name = ? AND idx >= ? "
-                "ORDER BY idx LIMIT ?",
-                (run_id, name, first, limit),
-            ).fetchall()
-        chunks = tuple(Chunk(index=r[0], data=bytes(r[1])) for r in rows)
-        return ChunkPage(
-            chunks=chunks,
-            next_index=first + len(chunks),
-            closed=closed,
-            has_more=first + len(chunks) < length,
-        )
-
-    async def info(self, run_id: str, name: str) -> StreamInfo:
-        with self._w._read() as db:
-            closed, length = self._state(db, run_id, name)
-        return StreamInfo(tail_index=length - 1, closed=closed)
-
-    async def list(self, run_id: str) -> tuple[str, ...]:
-        with self._w._read() as db:
-            self._w._require_run(db, run_id)
-            rows = db.execute(
-                "SELECT name FROM streams WHERE run_id = ? ORDER BY name", (run_id,)
-            ).fetchall()
-        return tuple(r[0] for r in rows)

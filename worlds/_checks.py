@@ -1,18 +1,25 @@
-"""Shared argument checks and cursors for the read APIs of every World."""
+"""Argument checks and cursors shared by every World: refuse bad input before any I/O."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from ._entities import Run, RunStatus
 from ._errors import InvalidRequest
+from ._events import EventRequest, check_run_id, validate_request
 from ._time import from_micros, to_micros
 
 __all__ = [
+    "check_chunks",
+    "check_delay",
     "check_limit",
+    "check_message",
     "check_queue_name",
+    "check_request",
+    "clamp_start",
     "decode_run_cursor",
     "encode_run_cursor",
     "normalize_statuses",
@@ -79,3 +86,63 @@ def decode_run_cursor(cursor: str) -> tuple[int, str]:
 def cursor_time(cursor: str) -> datetime:
     """The creation time a cursor points past (for messages)."""
     return from_micros(decode_run_cursor(cursor)[0])
+
+
+def check_request(request: object) -> EventRequest:
+    """Re-validate a request whatever built it (a hand-made EventRequest skips ``of``)."""
+    if not isinstance(request, EventRequest):
+        raise InvalidRequest(
+            f"expected an EventRequest, got {type(request).__name__}: build one with "
+            "EventRequest.of(type, correlation_id, **data)"
+        )
+    if request.validated:
+        return request
+    return validate_request(request.type, request.correlation_id, request.data)
+
+
+def check_delay(delay: object, *, what: str = "delay") -> float:
+    """A non-negative number of seconds, at most 366 days."""
+    if (
+        isinstance(delay, bool)
+        or not isinstance(delay, int | float)
+        or not 0 <= delay <= 31_622_400
+    ):
+        raise InvalidRequest(f"{what} must be a number of seconds in 0..31622400, got {delay!r}")
+    return float(delay)
+
+
+def check_message(payload: Any, run_id: Any, orchestrator: Any, key: Any) -> None:
+    """Refuse a malformed queue message before it is stored."""
+    if type(payload) is not bytes:
+        raise InvalidRequest(
+            f"queue payload must be bytes, got {type(payload).__name__}: serialize it first"
+        )
+    if run_id is not None:
+        check_run_id(run_id)
+    if orchestrator and run_id is None:
+        raise InvalidRequest("an orchestrator message must name its run: pass run_id=")
+    if key is not None and (not isinstance(key, str) or not key or len(key) > 512):
+        raise InvalidRequest(f"idempotency_key must be a str of 1-512 characters, got {key!r}")
+
+
+def check_chunks(chunks: Any) -> list[bytes]:
+    """One chunk or a list of chunks, as a list; each must be bytes."""
+    batch = (
+        [chunks]
+        if isinstance(chunks, bytes)
+        else list(chunks)
+        if isinstance(chunks, list | tuple)
+        else None
+    )
+    if batch is None or not all(type(c) is bytes for c in batch):
+        raise InvalidRequest(
+            "stream chunks must be bytes or a list of bytes: serialize each chunk first"
+        )
+    return batch
+
+
+def clamp_start(start: Any, length: int) -> int:
+    """A stream read index: negative counts from the end, clamped to 0."""
+    if type(start) is not int:
+        raise InvalidRequest(f"start must be an int, got {start!r}")
+    return max(0, length + start) if start < 0 else start

@@ -1,0 +1,522 @@
+"""The reference guards: is a write legal, and what does it change?
+
+:func:`plan_write` / :func:`plan_batch` decide a request against the current
+state (read through a :class:`StateView`) and, if it is legal, produce the events
+to append and every entity row they change, as a :class:`Plan`.  Otherwise they
+raise the typed refusal, in the order docs/protocol.md §5 lists.
+
+A World supplies the view (dicts for the in-memory World, ``SELECT``s inside the
+write transaction for SQLite) and persists the plan; the rules live here once,
+so every World refuses the same things with the same errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+import attrs
+
+from ._entities import (
+    Hook,
+    HookStatus,
+    Run,
+    RunStatus,
+    Snapshot,
+    Step,
+    StepStatus,
+    Wait,
+    WaitStatus,
+)
+from ._errors import (
+    EntityConflict,
+    HookNotFound,
+    InBandSuperseded,
+    InvalidRequest,
+    RunExpired,
+    RunNotFound,
+    StepNotFound,
+    TooEarly,
+    WaitNotFound,
+)
+from ._events import RUN_TERMINAL_TYPES, Event, EventRequest, EventType, Payload, in_schema_order
+from ._fold import apply
+
+__all__ = [
+    "BATCH_FORBIDDEN",
+    "Plan",
+    "StateView",
+    "plan_batch",
+    "plan_create_run",
+    "plan_write",
+]
+
+T = EventType
+
+#: Event types a batch may not carry (each may turn into something else or
+#: appends nothing: their outcome must be seen alone).
+BATCH_FORBIDDEN = frozenset(
+    {
+        T.RUN_CREATED,
+        T.RUN_STARTED,
+        T.RUN_CANCELLED,
+        T.HOOK_CREATED,
+        T.HOOK_DISPOSED,
+        T.ATTR_SET,
+    }
+)
+
+
+class StateView(Protocol):
+    """What the guards read while deciding a write for one run.
+
+    A World answers from its current, committed state (inside the transaction
+    that will persist the plan).  Hooks and waits are keyed by their
+    correlation id within the run; tokens are global across runs.
+    """
+
+    def run(self) -> Run | None:
+        """The run, or ``None`` if it does not exist."""
+        ...
+
+    def counters(self) -> Snapshot:
+        """The run's ``seq`` and ``seq_in_band`` (0, 0 before creation)."""
+        ...
+
+    def step(self, step_id: str) -> Step | None:
+        """The run's step with this id."""
+        ...
+
+    def hook(self, hook_id: str) -> Hook | None:
+        """The run's hook with this id, in any status."""
+        ...
+
+    def live_hook_by_token(self, token: str) -> Hook | None:
+        """The active hook holding ``token`` in ANY run, if one does."""
+        ...
+
+    def wait(self, wait_id: str) -> Wait | None:
+        """The run's wait with this id."""
+        ...
+
+    def received_by_resume_id(self, resume_id: str) -> Event | None:
+        """The run's ``hook_received`` event carrying ``resume_id``, if any."""
+        ...
+
+    def active_hooks(self) -> Sequence[Hook]:
+        """The run's hooks with status active."""
+        ...
+
+    def waiting_waits(self) -> Sequence[Wait]:
+        """The run's waits with status waiting."""
+        ...
+
+
+@attrs.define
+class Plan:
+    """What a legal write does: events to append and entity rows to upsert.
+
+    ``canonical`` is set (and ``events`` empty) when the request collapsed onto
+    an earlier event (a duplicate resume); ``events`` is empty and
+    ``canonical`` ``None`` when it appends nothing at all (a second
+    ``run_started``, a repeated ``run_cancelled``).
+    """
+
+    run: Run
+    before: Snapshot
+    after: Snapshot
+    events: list[Event] = attrs.field(factory=list)
+    steps: dict[str, Step] = attrs.field(factory=dict)
+    hooks: dict[str, Hook] = attrs.field(factory=dict)
+    waits: dict[str, Wait] = attrs.field(factory=dict)
+    canonical: Event | None = None
+    touched: Step | Hook | Wait | None = None
+
+
+class _Overlay:
+    """A view plus the changes a plan has made so far (so a batch sees its own writes)."""
+
+    def __init__(self, base: StateView, plan: Plan) -> None:
+        self.base = base
+        self.plan = plan
+
+    def step(self, step_id: str) -> Step | None:
+        return self.plan.steps.get(step_id) or self.base.step(step_id)
+
+    def hook(self, hook_id: str) -> Hook | None:
+        return self.plan.hooks.get(hook_id) or self.base.hook(hook_id)
+
+    def wait(self, wait_id: str) -> Wait | None:
+        return self.plan.waits.get(wait_id) or self.base.wait(wait_id)
+
+    def live_hook_by_token(self, token: str) -> Hook | None:
+        for h in self.plan.hooks.values():
+            if h.token == token:
+                return h if h.status is HookStatus.ACTIVE else None
+        return self.base.live_hook_by_token(token)
+
+    def active_hooks(self) -> list[Hook]:
+        merged = {h.hook_id: h for h in self.base.active_hooks()}
+        merged.update(self.plan.hooks)
+        return [h for h in merged.values() if h.status is HookStatus.ACTIVE]
+
+    def waiting_waits(self) -> list[Wait]:
+        merged = {w.wait_id: w for w in self.base.waiting_waits()}
+        merged.update(self.plan.waits)
+        return [w for w in merged.values() if w.status is WaitStatus.WAITING]
+
+
+def _check_fence(
+    run_id: str, before: Snapshot, *, in_band: bool, expected_seq_in_band: int | None
+) -> None:
+    if in_band:
+        if expected_seq_in_band is None:
+            raise InvalidRequest(
+                f"in-band write to run {run_id!r} has no expected_seq_in_band: an orchestrator "
+                "must send the seq_in_band of the snapshot it loaded",
+                run_id=run_id,
+            )
+        # A malformed count is the caller's bug, not a lost race: say so, don't supersede.
+        if type(expected_seq_in_band) is not int or expected_seq_in_band < 0:
+            raise InvalidRequest(
+                f"in-band write to run {run_id!r}: expected_seq_in_band must be a "
+                f"non-negative int, got {expected_seq_in_band!r}",
+                run_id=run_id,
+            )
+        if expected_seq_in_band != before.seq_in_band:
+            raise InBandSuperseded(
+                f"run {run_id!r}: in-band write expected seq_in_band={expected_seq_in_band} "
+                f"but the log is at {before.seq_in_band} (seq={before.seq}); another "
+                "orchestrator invocation owns the run: stop writing and let the queue redeliver",
+                run_id=run_id,
+                seq=before.seq,
+                seq_in_band=before.seq_in_band,
+            )
+    elif expected_seq_in_band is not None:
+        raise InvalidRequest(
+            f"write to run {run_id!r} carries expected_seq_in_band but in_band=False: "
+            "pass in_band=True for orchestrator writes",
+            run_id=run_id,
+        )
+
+
+def _refuse_on_terminal_run(run: Run, request: EventRequest) -> None:
+    kind = request.type
+    label = f"run {run.run_id!r} is {run.status.value}"
+    if kind is T.RUN_STARTED:
+        raise RunExpired(f"{label}: it cannot start again", run_id=run.run_id)
+    if kind in RUN_TERMINAL_TYPES:
+        raise EntityConflict(
+            f"{label}: {kind.value} cannot move a terminal run to another terminal state",
+            run_id=run.run_id,
+        )
+    if kind in (T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED):
+        raise EntityConflict(
+            f"{label}: {kind.value} {request.correlation_id!r} cannot add an entity to it",
+            run_id=run.run_id,
+        )
+    if kind is T.ATTR_SET:
+        raise EntityConflict(f"{label}: its attributes are final", run_id=run.run_id)
+
+
+def _new_event(
+    run_id: str,
+    seq: int,
+    request: EventRequest,
+    at: datetime,
+    *,
+    in_band: bool,
+    data: Payload | None = None,
+    type_: EventType | None = None,
+) -> Event:
+    event_type = type_ or request.type
+    return Event(
+        run_id=run_id,
+        seq=seq,
+        type=event_type,
+        created_at=at,
+        correlation_id=request.correlation_id,
+        in_band=in_band,
+        data=request.data if data is None else in_schema_order(event_type, data),
+    )
+
+
+def _plan_one(
+    view: _Overlay,
+    plan: Plan,
+    request: EventRequest,
+    at: datetime,
+    *,
+    in_band: bool,
+    in_batch: bool,
+) -> None:
+    """Check one request against ``view`` and add its effect to ``plan``."""
+    run = plan.run
+    kind = request.type
+    cid = request.correlation_id
+    run_id = run.run_id
+
+    # Duplicate resume: collapse onto the canonical event (idempotent, even
+    # after the hook was disposed or the run ended).
+    if kind is T.HOOK_RECEIVED and (resume_id := request.data.get("resume_id")) is not None:
+        earlier = next(
+            (e for e in plan.events if e.data.get("resume_id") == resume_id), None
+        ) or view.base.received_by_resume_id(resume_id)
+        if earlier is not None:
+            if in_batch:
+                raise EntityConflict(
+                    f"run {run_id!r}: resume_id {resume_id!r} is already recorded at "
+                    f"#{earlier.seq}; a batch cannot carry a duplicate resume",
+                    run_id=run_id,
+                )
+            plan.canonical = earlier
+            plan.touched = view.hook(cid) if cid else None
+            return
+
+    if run.status.terminal:
+        if kind is T.RUN_CANCELLED and run.status is RunStatus.CANCELLED:
+            return  # tolerated: cancelling a cancelled run appends nothing
+        _refuse_on_terminal_run(run, request)
+
+    seq = plan.after.seq + 1
+    data: Payload | None = None
+    type_: EventType | None = None
+    step = hook = wait = None
+
+    if kind is T.RUN_STARTED:
+        if run.status is RunStatus.RUNNING:
+            return  # tolerated: a second run_started appends nothing
+    elif kind in (T.RUN_COMPLETED, T.RUN_FAILED):
+        if run.status is RunStatus.PENDING:
+            raise EntityConflict(
+                f"run {run_id!r} is pending: write run_started before {kind.value}",
+                run_id=run_id,
+            )
+    elif (
+        kind in (T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED) and run.status is RunStatus.PENDING
+    ):
+        raise EntityConflict(
+            f"run {run_id!r} is pending: write run_started before {kind.value} {cid!r}",
+            run_id=run_id,
+        )
+
+    if kind is T.STEP_CREATED:
+        assert cid is not None
+        if view.step(cid) is not None:
+            raise EntityConflict(f"run {run_id!r}: step {cid!r} already exists", run_id=run_id)
+    elif kind in (T.STEP_STARTED, T.STEP_RETRYING, T.STEP_COMPLETED, T.STEP_FAILED):
+        assert cid is not None
+        step = view.step(cid)
+        if step is None:
+            raise StepNotFound(
+                f"run {run_id!r} has no step {cid!r}: write step_created first", run_id=run_id
+            )
+        if step.status.terminal:
+            raise EntityConflict(
+                f"run {run_id!r}: step {cid!r} is {step.status.value}; a terminal step "
+                f"accepts no {kind.value}",
+                run_id=run_id,
+            )
+        if run.status.terminal and (
+            step.status is not StepStatus.RUNNING or kind not in (T.STEP_COMPLETED, T.STEP_FAILED)
+        ):
+            raise RunExpired(
+                f"run {run_id!r} is {run.status.value}: only a step that was running when it "
+                f"ended may still report its outcome; step {cid!r} ({step.status.value}) "
+                f"accepts no {kind.value}",
+                run_id=run_id,
+            )
+        if kind is T.STEP_STARTED:
+            if step.retry_after is not None and at < step.retry_after:
+                raise TooEarly(
+                    f"run {run_id!r}: step {cid!r} may not start before "
+                    f"{step.retry_after.isoformat()}; retry after that",
+                    run_id=run_id,
+                    retry_after=step.retry_after,
+                )
+            data = request.data.replace(attempt=step.attempt + 1)
+        elif step.status is not StepStatus.RUNNING:
+            raise EntityConflict(
+                f"run {run_id!r}: step {cid!r} is {step.status.value}; write step_started "
+                f"before {kind.value}",
+                run_id=run_id,
+            )
+    elif kind is T.HOOK_CREATED:
+        assert cid is not None
+        if view.hook(cid) is not None:
+            raise EntityConflict(f"run {run_id!r}: hook {cid!r} already exists", run_id=run_id)
+        holder = view.live_hook_by_token(request.data["token"])
+        if holder is not None:
+            # Journaled, not raised: the workflow learns of the conflict by replay.
+            type_ = T.HOOK_CONFLICT
+            data = Payload(
+                {
+                    "token": request.data["token"],
+                    "conflicting_run_id": holder.run_id,
+                    "conflicting_hook_id": holder.hook_id,
+                    **{k: v for k, v in request.data.items() if k in ("metadata", "is_webhook")},
+                }
+            )
+    elif kind in (T.HOOK_RECEIVED, T.HOOK_DISPOSED):
+        assert cid is not None
+        hook = view.hook(cid)
+        if hook is None or (kind is T.HOOK_RECEIVED and hook.status is not HookStatus.ACTIVE):
+            state = "does not exist" if hook is None else f"is {hook.status.value}"
+            raise HookNotFound(
+                f"run {run_id!r}: hook {cid!r} {state}; it accepts no {kind.value}",
+                run_id=run_id,
+            )
+        if hook.status is not HookStatus.ACTIVE:
+            raise EntityConflict(
+                f"run {run_id!r}: hook {cid!r} is already {hook.status.value}", run_id=run_id
+            )
+        if kind is T.HOOK_RECEIVED:
+            data = request.data.replace(token=hook.token)
+    elif kind is T.WAIT_CREATED:
+        assert cid is not None
+        if view.wait(cid) is not None:
+            raise EntityConflict(f"run {run_id!r}: wait {cid!r} already exists", run_id=run_id)
+    elif kind is T.WAIT_COMPLETED:
+        assert cid is not None
+        wait = view.wait(cid)
+        if wait is None:
+            raise WaitNotFound(f"run {run_id!r} has no wait {cid!r}", run_id=run_id)
+        if wait.status is not WaitStatus.WAITING:
+            raise EntityConflict(
+                f"run {run_id!r}: wait {cid!r} is already {wait.status.value}", run_id=run_id
+            )
+        if at < wait.resume_at and not request.data.get("early", False):
+            raise TooEarly(
+                f"run {run_id!r}: wait {cid!r} is due at {wait.resume_at.isoformat()}; "
+                "complete it then, or pass early=True to wake the run up now",
+                run_id=run_id,
+                retry_after=wait.resume_at,
+            )
+        data = request.data.replace(resume_at=wait.resume_at)
+
+    event = _new_event(run_id, seq, request, at, in_band=in_band, data=data, type_=type_)
+    new_run, steps, hooks, waits = apply(
+        event,
+        run=run,
+        step=step,
+        hook=hook,
+        wait=wait,
+        active_hooks=view.active_hooks() if kind in RUN_TERMINAL_TYPES else (),
+        waiting_waits=view.waiting_waits() if kind in RUN_TERMINAL_TYPES else (),
+    )
+    assert new_run is not None
+    plan.run = new_run
+    for s in steps:
+        plan.steps[s.step_id] = s
+    for h in hooks:
+        plan.hooks[h.hook_id] = h
+    for w in waits:
+        plan.waits[w.wait_id] = w
+    plan.events.append(event)
+    plan.after = Snapshot(seq=seq, seq_in_band=plan.after.seq_in_band + (1 if in_band else 0))
+    if steps and kind in (
+        T.STEP_CREATED,
+        T.STEP_STARTED,
+        T.STEP_RETRYING,
+        T.STEP_COMPLETED,
+        T.STEP_FAILED,
+    ):
+        plan.touched = steps[0]
+    elif hooks and kind in (T.HOOK_CREATED, T.HOOK_RECEIVED, T.HOOK_DISPOSED):
+        plan.touched = hooks[0]
+    elif waits and kind in (T.WAIT_CREATED, T.WAIT_COMPLETED):
+        plan.touched = waits[0]
+
+
+def plan_create_run(run_id: str, request: EventRequest, at: datetime, existing: Run | None) -> Plan:
+    """Plan a ``run_created``: refused if the run exists; position 1, in-band."""
+    if existing is not None:
+        raise EntityConflict(
+            f"run {run_id!r} already exists (created at {existing.created_at.isoformat()}); "
+            "start it under a new run id, or read the existing one",
+            run_id=run_id,
+        )
+    event = _new_event(run_id, 1, request, at, in_band=True)
+    run, _, _, _ = apply(event, run=None)
+    assert run is not None
+    return Plan(
+        run=run,
+        before=Snapshot(seq=0, seq_in_band=0),
+        after=Snapshot(seq=1, seq_in_band=1),
+        events=[event],
+    )
+
+
+def _start_plan(view: StateView, run_id: str) -> Plan:
+    run = view.run()
+    if run is None:
+        raise RunNotFound(
+            f"run {run_id!r} does not exist: create it with run_created first", run_id=run_id
+        )
+    before = view.counters()
+    return Plan(run=run, before=before, after=before)
+
+
+def plan_write(
+    view: StateView,
+    run_id: str,
+    request: EventRequest,
+    at: datetime,
+    *,
+    in_band: bool,
+    expected_seq_in_band: int | None,
+) -> Plan:
+    """Decide one write to an existing run (not ``run_created``)."""
+    plan = _start_plan(view, run_id)
+    _check_fence(run_id, plan.before, in_band=in_band, expected_seq_in_band=expected_seq_in_band)
+    _plan_one(_Overlay(view, plan), plan, request, at, in_band=in_band, in_batch=False)
+    return plan
+
+
+def plan_batch(
+    view: StateView,
+    run_id: str,
+    requests: Sequence[EventRequest],
+    at: datetime,
+    *,
+    in_band: bool,
+    expected_seq_in_band: int | None,
+) -> Plan:
+    """Decide a batch: every request legal in order, one event each, or nothing."""
+    if not requests:
+        raise InvalidRequest(f"batch for run {run_id!r} is empty: send at least one event")
+    entities: dict[str, EventType] = {}
+    for request in requests:
+        if request.type in BATCH_FORBIDDEN:
+            raise InvalidRequest(
+                f"{request.type.value} cannot be part of a batch: write it alone "
+                "(its outcome may differ from the request)",
+                run_id=run_id,
+            )
+        cid = request.correlation_id
+        if cid is None:
+            continue
+        previous = entities.get(cid)
+        if previous is not None and not (
+            previous is T.STEP_CREATED and request.type is T.STEP_STARTED
+        ):
+            raise InvalidRequest(
+                f"batch for run {run_id!r} names {cid!r} twice ({previous.value}, "
+                f"{request.type.value}); only step_created + step_started may share an entity",
+                run_id=run_id,
+            )
+        entities[cid] = request.type
+    plan = _start_plan(view, run_id)
+    _check_fence(run_id, plan.before, in_band=in_band, expected_seq_in_band=expected_seq_in_band)
+    overlay = _Overlay(view, plan)
+    for request in requests:
+        count = len(plan.events)
+        _plan_one(overlay, plan, request, at, in_band=in_band, in_batch=True)
+        if len(plan.events) != count + 1:
+            raise InvalidRequest(
+                f"{request.type.value} in a batch for run {run_id!r} would append nothing; "
+                "write it alone",
+                run_id=run_id,
+            )
+    return plan

@@ -1,0 +1,159 @@
+"""The SQLite World's schema and statements.
+
+Version 1.  The schema is created inside the first write transaction of a new
+file and its version recorded in ``meta``; a file with a newer version is
+refused.  Counters live on the events: each row carries ``in_band_seq`` (in-band
+events up to and including it), so a run's snapshot is its last event's
+``(seq, in_band_seq)`` and no row is rewritten per append.
+"""
+
+from __future__ import annotations
+
+from . import _sqlite_codec as codec
+
+__all__ = [
+    "CACHED_RUNS",
+    "EVENT_COLUMNS",
+    "INSERT_EVENT",
+    "INSERT_RUN",
+    "MESSAGE_COLUMNS",
+    "SCHEMA_SQL",
+    "SCHEMA_VERSION",
+    "SELECT_COUNTERS",
+    "SELECT_RUN",
+    "UPDATE_RUN",
+    "UPSERT_HOOK",
+    "UPSERT_STEP",
+    "UPSERT_WAIT",
+]
+
+SCHEMA_VERSION = 1
+
+SCHEMA_SQL = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    workflow_name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    input BLOB NOT NULL,
+    deployment_id TEXT,
+    execution_context BLOB,
+    output BLOB,
+    error BLOB,
+    error_code TEXT,
+    cancel_reason TEXT,
+    attributes TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    started_at INTEGER,
+    completed_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS runs_newest ON runs (created_at DESC, run_id DESC);
+CREATE TABLE IF NOT EXISTS events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    correlation_id TEXT,
+    in_band INTEGER NOT NULL,
+    in_band_seq INTEGER NOT NULL,
+    data TEXT,
+    blob BLOB,
+    resume_id TEXT,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS events_resume
+    ON events (run_id, resume_id) WHERE resume_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS steps (
+    {codec.STEP_COLUMNS.replace(", ", " ,")},
+    UNIQUE (run_id, step_id)
+);
+CREATE TABLE IF NOT EXISTS hooks (
+    {codec.HOOK_COLUMNS.replace(", ", " ,")},
+    UNIQUE (run_id, hook_id)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS hooks_live_token ON hooks (token) WHERE status = 'active';
+CREATE TABLE IF NOT EXISTS waits (
+    {codec.WAIT_COLUMNS.replace(", ", " ,")},
+    UNIQUE (run_id, wait_id)
+);
+CREATE TABLE IF NOT EXISTS messages (
+    ord INTEGER PRIMARY KEY AUTOINCREMENT,
+    message_id TEXT NOT NULL UNIQUE,
+    queue_name TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    available_at INTEGER NOT NULL,
+    enqueued_at INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    run_id TEXT,
+    orchestrator INTEGER NOT NULL,
+    idempotency_key TEXT UNIQUE,
+    lease_id TEXT,
+    lease_expires_at INTEGER,
+    due_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_due ON messages (due_at, ord);
+CREATE TABLE IF NOT EXISTS dead_letters (
+    ord INTEGER PRIMARY KEY AUTOINCREMENT,
+    message_id TEXT NOT NULL,
+    queue_name TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    available_at INTEGER NOT NULL,
+    enqueued_at INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    run_id TEXT,
+    orchestrator INTEGER NOT NULL,
+    idempotency_key TEXT
+);
+CREATE TABLE IF NOT EXISTS streams (
+    run_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    closed INTEGER NOT NULL,
+    length INTEGER NOT NULL,
+    PRIMARY KEY (run_id, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS chunks (
+    run_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (run_id, name, idx)
+) WITHOUT ROWID;
+"""
+
+MESSAGE_COLUMNS = (
+    "message_id, queue_name, payload, available_at, enqueued_at, attempt, run_id, "
+    "orchestrator, idempotency_key"
+)
+
+
+def _upsert_sql(table: str, columns: str, key: str) -> str:
+    names = [c.strip() for c in columns.split(",")]
+    keys = {k.strip() for k in key.split(",")}
+    updates = ", ".join(f"{n} = excluded.{n}" for n in names if n not in keys)
+    marks = ", ".join("?" for _ in names)
+    return (
+        f"INSERT INTO {table} ({columns}) VALUES ({marks}) "
+        f"ON CONFLICT ({key}) DO UPDATE SET {updates}"
+    )
+
+
+UPSERT_STEP = _upsert_sql("steps", codec.STEP_COLUMNS, "run_id, step_id")
+UPSERT_HOOK = _upsert_sql("hooks", codec.HOOK_COLUMNS, "run_id, hook_id")
+UPSERT_WAIT = _upsert_sql("waits", codec.WAIT_COLUMNS, "run_id, wait_id")
+INSERT_RUN = f"INSERT INTO runs ({codec.RUN_COLUMNS}) VALUES ({', '.join('?' for _ in range(15))})"
+UPDATE_RUN = (
+    "UPDATE runs SET status = ?, output = ?, error = ?, error_code = ?, cancel_reason = ?, "
+    "attributes = ?, updated_at = ?, started_at = ?, completed_at = ? "
+    "WHERE run_id = ?"
+)
+INSERT_EVENT = (
+    "INSERT INTO events (run_id, seq, type, created_at, correlation_id, in_band, in_band_seq, "
+    "data, blob, resume_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+SELECT_RUN = f"SELECT {codec.RUN_COLUMNS} FROM runs WHERE run_id = ?"
+# The counters live on the last event: (seq, in-band events up to and including it).
+SELECT_COUNTERS = "SELECT seq, in_band_seq FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
+#: Runs whose (row, counters) are cached between writes of this connection.
+CACHED_RUNS = 4096
+EVENT_COLUMNS = "run_id, seq, type, created_at, correlation_id, in_band, data, blob"
