@@ -18,9 +18,7 @@ _HEAD_TAGGED = PREFIX + bytes([KIND_TAGGED])
 _HEAD_LEN = len(PREFIX) + 1
 # Every tree is built by the encoder from checked parts: no cycles (refs are
 # indices), no NaN (tagged), so json's own checks are off for speed.
-_dumps = json.JSONEncoder(
-    separators=(",", ":"), check_circular=False, allow_nan=False
-).encode
+_dumps = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False).encode
 
 
 def dumps_tree(tree: Any) -> bytes:
@@ -70,7 +68,9 @@ def serialize(
     return _HEAD_TAGGED + dumps_tree(tree)
 
 
-def deserialize(data: bytes | bytearray | memoryview, *, registry: ClassRegistry | None = None) -> Any:
+def deserialize(
+    data: bytes | bytearray | memoryview, *, registry: ClassRegistry | None = None
+) -> Any:
     """Decode bytes written by :func:`serialize` into a fresh copy of the value.
 
     Decoding never runs code it was not told to trust: classes come only from the
@@ -132,7 +132,7 @@ def split_payload(data: bytes | bytearray | memoryview) -> tuple[int, bytes, byt
     return kind, b"", body
 
 
-class wrap_errors:  # noqa: N801 -- used as a context manager, reads like a function
+class wrap_errors:
     """Turn every failure inside into a :class:`SerializationError`.
 
     Refusals get their path; malformed input, exhausted recursion and any other
@@ -145,9 +145,11 @@ class wrap_errors:  # noqa: N801 -- used as a context manager, reads like a func
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
         if exc is None or isinstance(exc, SerializationError):
-            return False
+            return
         if isinstance(exc, Refusal):
             raise exc.error(self.root) from None
         if isinstance(exc, RecursionError):
@@ -160,4 +162,3 @@ class wrap_errors:  # noqa: N801 -- used as a context manager, reads like a func
             raise SerializationError(
                 f"malformed payload: {type(exc).__name__}: {exc}"[:500], path=self.root
             ) from exc
-        return False

@@ -17,7 +17,9 @@ import builtins
 from collections.abc import Callable
 from typing import Any
 
-from ._errors import SerializationError
+from durasim.worlds import DurasimError
+
+from ._errors import RevivedError, SerializationError
 from ._format import MAX_DEPTH, TAG
 from ._leaves import LEAF_DECODERS, decode_float, decode_int
 from ._registry import ClassRegistry, Registered
@@ -65,9 +67,9 @@ class Decoder:
             "R": self._ref,
             "i": lambda node, depth: decode_int(node),
             "F": lambda node, depth: decode_float(node),
-            "t": self.tuple,
+            "t": self.dec_tuple,
             "s": self._set,
-            "f": self.frozenset,
+            "f": self.dec_frozenset,
             "d": self._dict,
             "o": self._object,
             "e": self._enum,
@@ -142,7 +144,7 @@ class Decoder:
             raise Malformed(f"reference to object #{index}, which is still being built")
         return value
 
-    def tuple(self, node: dict[str, Any], depth: int) -> tuple[Any, ...]:
+    def dec_tuple(self, node: dict[str, Any], depth: int) -> tuple[Any, ...]:
         """Decode a tuple node."""
         index = self.reserve()
         dec = self.dec
@@ -150,7 +152,7 @@ class Decoder:
         self.objs[index] = value
         return value
 
-    def frozenset(self, node: dict[str, Any], depth: int) -> frozenset[Any]:
+    def dec_frozenset(self, node: dict[str, Any], depth: int) -> frozenset[Any]:
         """Decode a frozenset node."""
         index = self.reserve()
         dec = self.dec
@@ -228,7 +230,7 @@ class Decoder:
                 "the class (give the new version a new class_id)",
                 path=entry.class_id,
             )
-        value = entry.cls.__new__(entry.cls)
+        value: Any = object.__new__(entry.cls)
         self.objs.append(value)
         dec = self.dec
         for name in entry.fields:
@@ -276,11 +278,11 @@ class Decoder:
             value.__cause__ = cause
         if "n" in node:
             notes = [dec(n, depth) for n in _list_field(node, "n")]
-            value.__notes__ = notes  # type: ignore[attr-defined]
+            value.__notes__ = notes
         return value
 
 
-def _build_exception(
+def _build_exception(  # noqa: PLR0917 -- private helper of _exception only
     decoder: Decoder,
     node: dict[str, Any],
     type_name: str,
@@ -288,9 +290,6 @@ def _build_exception(
     args: tuple[Any, ...],
     facts: dict[str, Any],
 ) -> BaseException:
-    from ._errors import RevivedError  # noqa: PLC0415 -- avoids a cycle at import
-
-    from durasim.worlds import DurasimError  # noqa: PLC0415, I001
 
     cls: type[BaseException] | None = None
     if "c" in node:

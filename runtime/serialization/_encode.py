@@ -17,7 +17,7 @@ import enum
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._errors import SerializationError
+from ._errors import RevivedError, SerializationError
 from ._format import INT_LIMIT, MAX_DEPTH, TAG
 from ._leaves import LEAF_ENCODERS, encode_float, encode_int
 from ._refusals import describe_type, refusal
@@ -30,7 +30,7 @@ Node = Any
 _ORDERABLE = frozenset({str, int, float, bytes})
 
 
-class Refusal(Exception):  # noqa: N818 -- internal signal, turned into SerializationError
+class Refusal(Exception):
     """A value could not be encoded; carries the path built while unwinding."""
 
     def __init__(self, message: str, culprit: object) -> None:
@@ -133,9 +133,9 @@ def _plain(value: object, depth: int, seen: set[int]) -> bool:
     if t is str or value is None or t is bool:
         return True
     if t is int:
-        return -INT_LIMIT <= value <= INT_LIMIT  # type: ignore[operator]
+        return bool(-INT_LIMIT <= value <= INT_LIMIT)  # type: ignore[operator]
     if t is float:
-        return value - value == 0.0  # type: ignore[operator]
+        return bool(value - value == 0.0)  # type: ignore[operator]
     return False
 
 
@@ -155,9 +155,9 @@ class Encoder:
         self._handlers: dict[type, Callable[[Any, int], Node]] = {
             list: self._list,
             dict: self._dict,
-            tuple: self.tuple,
+            tuple: self.enc_tuple,
             set: self._set,
-            frozenset: self.frozenset,
+            frozenset: self.enc_frozenset,
         }
 
     # -- entry ---------------------------------------------------------------
@@ -201,9 +201,7 @@ class Encoder:
                 )
             return {TAG: "R", "i": index}
         if depth >= MAX_DEPTH:
-            raise Refusal(
-                f"nesting deeper than {MAX_DEPTH} levels; flatten the structure", value
-            )
+            raise Refusal(f"nesting deeper than {MAX_DEPTH} levels; flatten the structure", value)
         handler = self._handlers.get(t)
         if handler is not None:
             return handler(value, depth + 1)
@@ -251,7 +249,7 @@ class Encoder:
             raise
         return {TAG: "d", "v": flat}
 
-    def tuple(self, value: tuple[Any, ...], depth: int) -> Node:
+    def enc_tuple(self, value: tuple[Any, ...], depth: int) -> Node:
         """Encode a tuple (overridden by the frozen-value encoder)."""
         index = self.number(value, opened=True)
         enc = self.enc
@@ -267,7 +265,7 @@ class Encoder:
         self.number(value)
         return {TAG: "s", "v": self._members(value, depth)}
 
-    def frozenset(self, value: frozenset[Any], depth: int) -> Node:
+    def enc_frozenset(self, value: frozenset[Any], depth: int) -> Node:
         """Encode a frozenset (overridden by the frozen-value encoder)."""
         index = self.number(value, opened=True)
         items = self._members(value, depth)
@@ -360,7 +358,6 @@ class Encoder:
         if entry is not None:
             node["c"] = entry.class_id
         args = value.original_args if type_name else value.args  # type: ignore[attr-defined]
-        arg: object = None
         try:
             node["a"] = [enc(arg, depth) for arg in args]
             facts = getattr(value, "facts", None)
@@ -373,7 +370,6 @@ class Encoder:
         try:
             cause = value.__cause__
             if cause is not None:
-                arg = cause
                 node["ca"] = enc(cause, depth)
             notes = getattr(value, "__notes__", None)
             if notes:
@@ -385,8 +381,6 @@ class Encoder:
 
 
 def _is_revived(value: object) -> bool:
-    from ._errors import RevivedError  # noqa: PLC0415 -- keeps the hot import list short
-
     return isinstance(value, RevivedError)
 
 

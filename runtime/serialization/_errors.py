@@ -78,9 +78,7 @@ class RevivedError(DurasimError):
         original_args: tuple[Any, ...] = (),
         **facts: Any,
     ) -> None:
-        super().__init__(
-            message, type_name=type_name, original_args=original_args, **facts
-        )
+        super().__init__(message, type_name=type_name, original_args=original_args, **facts)
 
     def __repr__(self) -> str:
         return f"RevivedError({self.type_name}: {self.message!r})"

@@ -53,9 +53,7 @@ class Chain:
     changes: int
 
 
-def is_frozen_in(
-    value: object, registry: ClassRegistry, known: tuple[Container[int], ...]
-) -> bool:
+def is_frozen_in(value: object, registry: ClassRegistry, known: tuple[Container[int], ...]) -> bool:
     """Whether ``value`` is a frozen leaf or an object already known to be frozen."""
     t = type(value)
     if t in ATOM_TYPES:
@@ -77,11 +75,9 @@ def children_frozen(
 ) -> bool:
     """Whether every child of a tuple, frozenset or frozen class instance is frozen."""
     if type(value) is tuple or type(value) is frozenset:
-        return all(is_frozen_in(x, registry, known) for x in value)  # type: ignore[attr-defined]
+        return all(is_frozen_in(x, registry, known) for x in value)
     if entry is not None and entry.kind == "fields" and entry.frozen:
-        return all(
-            is_frozen_in(getattr(value, name), registry, known) for name in entry.fields
-        )
+        return all(is_frozen_in(getattr(value, name), registry, known) for name in entry.fields)
     return False
 
 
@@ -140,7 +136,7 @@ class FrozenEncoder(Encoder):
 
     # -- frozen containers ---------------------------------------------------
 
-    def tuple(self, value: tuple[Any, ...], depth: int) -> Node:
+    def enc_tuple(self, value: tuple[Any, ...], depth: int) -> Node:
         """A stored tuple as a reference, a tuple sharing stored runs as a delta."""
         ref = self._stored_ref(value)
         if ref is not None:
@@ -149,16 +145,16 @@ class FrozenEncoder(Encoder):
             node = self._delta(value, depth)
             if node is not None:
                 return node
-        node = super().tuple(value, depth)
+        node = super().enc_tuple(value, depth)
         self._done(value, None)
         return node
 
-    def frozenset(self, value: frozenset[Any], depth: int) -> Node:
+    def enc_frozenset(self, value: frozenset[Any], depth: int) -> Node:
         """A stored frozenset as a reference, otherwise whole."""
         ref = self._stored_ref(value)
         if ref is not None:
             return ref
-        node = super().frozenset(value, depth)
+        node = super().enc_frozenset(value, depth)
         self._done(value, None)
         return node
 
@@ -187,8 +183,13 @@ class FrozenEncoder(Encoder):
             items.extend(self.enc(x, depth) for x in value[position:start])
             record, base_index = self.values.location(base)
             items.append(
-                {TAG: ":", "k": self._dep(record), "i": base_index,
-                 "a": base_start, "b": base_start + length}
+                {
+                    TAG: ":",
+                    "k": self._dep(record),
+                    "i": base_index,
+                    "a": base_start,
+                    "b": base_start + length,
+                }
             )
             bases.append((base, base_start, base_start + length))
             position = start + length

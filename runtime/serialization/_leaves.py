@@ -53,7 +53,9 @@ def encode_float(value: float) -> float | Node:
     """A float as a JSON number, or tagged when JSON has no spelling for it."""
     if value - value == 0.0:  # finite: inf - inf and nan - nan are nan
         return value
-    return {TAG: "F", "v": "nan" if value != value else ("inf" if value > 0 else "-inf")}
+    if math.isnan(value):
+        return {TAG: "F", "v": "nan"}
+    return {TAG: "F", "v": "inf" if value > 0 else "-inf"}
 
 
 def decode_int(node: object) -> int:
@@ -110,7 +112,8 @@ def _dec_complex(node: Node) -> complex:
 
 
 def _enc_range(value: range) -> Node:
-    return {TAG: "r", "v": [encode_int(value.start), encode_int(value.stop), encode_int(value.step)]}
+    bounds = [encode_int(value.start), encode_int(value.stop), encode_int(value.step)]
+    return {TAG: "r", "v": bounds}
 
 
 def _dec_range(node: Node) -> range:
@@ -175,7 +178,7 @@ def _dec_array(node: Node) -> array.array[Any]:
         # on Windows, 8 on Linux): go through the fixed-width struct codes.
         wide = {1: "b", 2: "h", 4: "i", 8: "q"}[size]
         fmt = wide.upper() if code.isupper() else wide
-        result.extend(memoryview(raw).cast(fmt).tolist())
+        result.extend(memoryview(raw).cast(fmt).tolist())  # type: ignore[call-overload]
     return result
 
 
@@ -200,7 +203,7 @@ def _dec_memoryview(node: Node) -> memoryview:
     raw = b64decode(node["v"])
     view = memoryview(bytearray(raw) if writable else raw)
     if fmt != "B" or len(shape) != 1:
-        view = view.cast(fmt, shape)
+        view = view.cast(fmt, shape)  # type: ignore[call-overload]
     return view
 
 
@@ -394,7 +397,28 @@ LEAF_DECODERS: dict[str, Callable[[Node], Any]] = {
 # Leaf values that cannot change after they are built: they may sit inside a
 # frozen value (bytearray, memoryview and array.array can change, so they cannot).
 ATOM_TYPES: frozenset[type] = frozenset(
-    {type(None), bool, int, float, str, bytes, datetime, date, time, timedelta, timezone,
-     zoneinfo.ZoneInfo, Decimal, Fraction, uuid.UUID, complex, range, re.Pattern,
-     PurePosixPath, PureWindowsPath, PosixPath, WindowsPath}
+    {
+        type(None),
+        bool,
+        int,
+        float,
+        str,
+        bytes,
+        datetime,
+        date,
+        time,
+        timedelta,
+        timezone,
+        zoneinfo.ZoneInfo,
+        Decimal,
+        Fraction,
+        uuid.UUID,
+        complex,
+        range,
+        re.Pattern,
+        PurePosixPath,
+        PureWindowsPath,
+        PosixPath,
+        WindowsPath,
+    }
 )

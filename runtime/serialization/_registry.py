@@ -73,8 +73,7 @@ def _describe(cls: type) -> Registered:
         )
     if has_ser:
         if not isinstance(cls.__dict__.get("__durasim_deserialize__"), classmethod) and not any(
-            isinstance(k.__dict__.get("__durasim_deserialize__"), classmethod)
-            for k in cls.__mro__
+            isinstance(k.__dict__.get("__durasim_deserialize__"), classmethod) for k in cls.__mro__
         ):
             raise SerializationError(
                 f"{cls.__qualname__}.__durasim_deserialize__ must be a classmethod "
@@ -143,10 +142,15 @@ class ClassRegistry:
         desc = _describe(cls)
         cid = class_id if class_id is not None else default_class_id(cls)
         old = self._by_id.get(cid)
-        if old is not None and old.cls is not cls and (
-            old.cls.__module__,
-            old.cls.__qualname__,
-        ) != (cls.__module__, cls.__qualname__):
+        if (
+            old is not None
+            and old.cls is not cls
+            and (
+                old.cls.__module__,
+                old.cls.__qualname__,
+            )
+            != (cls.__module__, cls.__qualname__)
+        ):
             raise SerializationError(
                 f"class id {cid!r} is already registered for "
                 f"{old.cls.__module__}.{old.cls.__qualname__}; give "
@@ -191,7 +195,7 @@ _DEFAULT = ClassRegistry()
 def _register_durasim_errors(registry: ClassRegistry) -> None:
     # durasim's own errors decode as themselves everywhere, under ids that do not
     # depend on which private module defines them (so moving one breaks no log).
-    import durasim.worlds as worlds  # noqa: PLC0415 -- only at import of this module
+    from durasim import worlds  # noqa: PLC0415 -- only at import of this module
 
     from . import _errors  # noqa: PLC0415
 
