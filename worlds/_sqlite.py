@@ -90,7 +90,7 @@ class _View:
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             rows = self._db.execute(
-                f"SELECT {codec.STEP_COLUMNS} FROM steps WHERE run_id = ? AND step_id IN "
+                f"{codec.STEP_SELECT} WHERE s.run_id = ? AND s.step_id IN "
                 f"({', '.join('?' for _ in chunk)})",
                 (self._run_id, *chunk),
             ).fetchall()
@@ -107,7 +107,7 @@ class _View:
         if step_id in self._steps:
             return self._steps[step_id]
         row = self._db.execute(
-            f"SELECT {codec.STEP_COLUMNS} FROM steps WHERE run_id = ? AND step_id = ?",
+            f"{codec.STEP_SELECT} WHERE s.run_id = ? AND s.step_id = ?",
             (self._run_id, step_id),
         ).fetchone()
         return None if row is None else codec.step_from_row(row)
@@ -156,6 +156,25 @@ class _View:
             (self._run_id,),
         ).fetchall()
         return [codec.wait_from_row(r) for r in rows]
+
+
+_NO_REFS: tuple[None, None, None] = (None, None, None)
+_STEP_REF_SLOT = {
+    EventType.STEP_CREATED: 0,
+    EventType.STEP_COMPLETED: 1,
+    EventType.STEP_RETRYING: 2,
+    EventType.STEP_FAILED: 2,
+}
+
+
+def _step_refs(plan: Plan) -> dict[str, tuple[int | None, int | None, int | None]]:
+    """For each step the plan changes, the positions of its new input/output/error bytes."""
+    refs: dict[str, list[int | None]] = {}
+    for event in plan.events:
+        slot = _STEP_REF_SLOT.get(event.type)
+        if slot is not None and event.correlation_id is not None:
+            refs.setdefault(event.correlation_id, [None, None, None])[slot] = event.seq
+    return {step_id: (r[0], r[1], r[2]) for step_id, r in refs.items()}
 
 
 class SQLiteWorld:
@@ -372,7 +391,11 @@ class SQLiteWorld:
         for hook in hooks:
             db.execute(sql.UPSERT_HOOK, codec.hook_to_row(hook))
         if plan.steps:
-            db.executemany(sql.UPSERT_STEP, [codec.step_to_row(s) for s in plan.steps.values()])
+            refs = _step_refs(plan)
+            db.executemany(
+                sql.UPSERT_STEP,
+                [codec.step_to_row(s, refs.get(s.step_id, _NO_REFS)) for s in plan.steps.values()],
+            )
         if plan.waits:
             db.executemany(sql.UPSERT_WAIT, [codec.wait_to_row(w) for w in plan.waits.values()])
 
@@ -407,9 +430,7 @@ class SQLiteWorld:
                 run, snapshot = self._run_row(db, run_id)
                 assert folded.run == run, (folded.run, run)
                 assert snapshot == Snapshot(seq=folded.seq, seq_in_band=folded.seq_in_band)
-                steps = db.execute(
-                    f"SELECT {codec.STEP_COLUMNS} FROM steps WHERE run_id = ?", (run_id,)
-                ).fetchall()
+                steps = db.execute(f"{codec.STEP_SELECT} WHERE s.run_id = ?", (run_id,)).fetchall()
                 assert {s.step_id: s for s in map(codec.step_from_row, steps)} == folded.steps
                 hooks = db.execute(
                     f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE run_id = ?", (run_id,)
@@ -478,7 +499,7 @@ class _Steps(_Facet):
         with self._w._read() as db:
             self._w._require_run(db, run_id)
             rows = db.execute(
-                f"SELECT {codec.STEP_COLUMNS} FROM steps WHERE run_id = ? ORDER BY rowid", (run_id,)
+                f"{codec.STEP_SELECT} WHERE s.run_id = ? ORDER BY s.input_seq", (run_id,)
             ).fetchall()
         return tuple(codec.step_from_row(r) for r in rows)
 

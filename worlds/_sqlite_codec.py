@@ -167,23 +167,37 @@ def run_from_row(row: tuple[Any, ...]) -> Run:
     )
 
 
+#: Stored step columns.  Input, output and error bytes are not copied into the
+#: row: it points at the events that carry them (``*_seq``), so a step's bytes
+#: are written once, in the log.
 STEP_COLUMNS: Final = (
-    "run_id, step_id, step_name, status, input, attempt, output, error, retry_after, "
-    "created_at, updated_at, started_at, completed_at, inline"
+    "run_id, step_id, step_name, status, attempt, input_seq, output_seq, error_seq, "
+    "retry_after, created_at, updated_at, started_at, completed_at, inline"
+)
+
+#: Reads a step with its bytes joined from the events that carry them, in the
+#: column order :func:`step_from_row` expects.
+STEP_SELECT: Final = (
+    "SELECT s.run_id, s.step_id, s.step_name, s.status, i.blob, s.attempt, o.blob, x.blob, "
+    "s.retry_after, s.created_at, s.updated_at, s.started_at, s.completed_at, s.inline "
+    "FROM steps s JOIN events i ON i.run_id = s.run_id AND i.seq = s.input_seq "
+    "LEFT JOIN events o ON o.run_id = s.run_id AND o.seq = s.output_seq "
+    "LEFT JOIN events x ON x.run_id = s.run_id AND x.seq = s.error_seq"
 )
 
 
-def step_to_row(step: Step) -> tuple[Any, ...]:
-    """Values for :data:`STEP_COLUMNS`."""
+def step_to_row(step: Step, refs: tuple[int | None, int | None, int | None]) -> tuple[Any, ...]:
+    """Values for :data:`STEP_COLUMNS`; ``refs`` = (input, output, error) positions.
+
+    A ``None`` ref keeps the stored one (the upsert coalesces).
+    """
     return (
         step.run_id,
         step.step_id,
         step.step_name,
         step.status,
-        step.input,
         step.attempt,
-        step.output,
-        step.error,
+        *refs,
         micros(step.retry_after),
         to_micros(step.created_at),
         to_micros(step.updated_at),
@@ -194,7 +208,7 @@ def step_to_row(step: Step) -> tuple[Any, ...]:
 
 
 def step_from_row(row: tuple[Any, ...]) -> Step:
-    """Inverse of :func:`step_to_row`."""
+    """A step from a :data:`STEP_SELECT` row."""
     return Step(
         run_id=row[0],
         step_id=row[1],

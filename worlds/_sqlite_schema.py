@@ -65,9 +65,22 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE UNIQUE INDEX IF NOT EXISTS events_resume
     ON events (run_id, resume_id) WHERE resume_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS steps (
-    {codec.STEP_COLUMNS.replace(", ", " ,")},
-    UNIQUE (run_id, step_id)
-);
+    run_id TEXT NOT NULL,
+    step_id TEXT NOT NULL,
+    step_name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    input_seq INTEGER,  -- NULL only in an upsert that keeps the stored one
+    output_seq INTEGER,
+    error_seq INTEGER,
+    retry_after INTEGER,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    started_at INTEGER,
+    completed_at INTEGER,
+    inline INTEGER NOT NULL,
+    PRIMARY KEY (run_id, step_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS hooks (
     {codec.HOOK_COLUMNS.replace(", ", " ,")},
     UNIQUE (run_id, hook_id)
@@ -138,7 +151,14 @@ def _upsert_sql(table: str, columns: str, key: str) -> str:
     )
 
 
-UPSERT_STEP = _upsert_sql("steps", codec.STEP_COLUMNS, "run_id, step_id")
+UPSERT_STEP = (
+    f"INSERT INTO steps ({codec.STEP_COLUMNS}) VALUES ({', '.join('?' for _ in range(14))}) "
+    "ON CONFLICT (run_id, step_id) DO UPDATE SET status = excluded.status, "
+    "attempt = excluded.attempt, output_seq = coalesce(excluded.output_seq, output_seq), "
+    "error_seq = coalesce(excluded.error_seq, error_seq), retry_after = excluded.retry_after, "
+    "updated_at = excluded.updated_at, started_at = excluded.started_at, "
+    "completed_at = excluded.completed_at"
+)
 UPSERT_HOOK = _upsert_sql("hooks", codec.HOOK_COLUMNS, "run_id, hook_id")
 UPSERT_WAIT = _upsert_sql("waits", codec.WAIT_COLUMNS, "run_id, wait_id")
 INSERT_RUN = f"INSERT INTO runs ({codec.RUN_COLUMNS}) VALUES ({', '.join('?' for _ in range(15))})"
