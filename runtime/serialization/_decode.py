@@ -19,6 +19,7 @@ from typing import Any
 
 from durasim.worlds import DurasimError
 
+from ._encode import args_text
 from ._errors import RevivedError, SerializationError
 from ._format import MAX_DEPTH, TAG
 from ._leaves import LEAF_DECODERS, decode_float, decode_int
@@ -261,10 +262,10 @@ class Decoder:
 
     def _exception(self, node: dict[str, Any], depth: int) -> BaseException:
         type_name = _str_field(node, "t")
-        message = _str_field(node, "m")
         index = self.reserve()
         dec = self.dec
         args = tuple([dec(a, depth) for a in _list_field(node, "a")])
+        message = _str_field(node, "m") if "m" in node else args_text(args)
         facts_node = node.get("k", {})
         if type(facts_node) is not dict:
             raise Malformed("exception facts must be an object")

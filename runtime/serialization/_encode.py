@@ -19,15 +19,16 @@ from typing import Any
 
 from ._errors import RevivedError, SerializationError
 from ._format import INT_LIMIT, MAX_DEPTH, TAG
-from ._leaves import LEAF_ENCODERS, encode_float, encode_int
+from ._leaves import ATOM_TYPES, LEAF_ENCODERS, encode_float, encode_int
 from ._refusals import describe_type, refusal
 from ._registry import ClassRegistry, Registered
 
-__all__ = ["Encoder", "Refusal", "is_plain"]
+__all__ = ["Encoder", "Refusal", "args_text", "is_plain"]
 
 Node = Any
 
-_ORDERABLE = frozenset({str, int, float, bytes})
+# Types whose repr is a pure function of the value (no addresses).
+_REPR_STABLE = ATOM_TYPES
 
 
 class Refusal(Exception):
@@ -64,16 +65,27 @@ def _key_text(key: object) -> str:
 
 
 def _set_order(items: set[Any] | frozenset[Any]) -> list[Any]:
-    # Sets of str, numbers or bytes are written sorted, so the same set gives the
-    # same bytes in every process (iteration order follows the per-process hash
-    # seed).  Other sets keep iteration order: still correct, not byte-stable.
+    # Set iteration order follows the per-process hash seed, so members are
+    # written sorted by a canonical key: the same set gives the same bytes in
+    # every process.  Members without a stable key (objects whose repr carries an
+    # address) keep iteration order: still correct, not byte-stable.
     try:
-        return sorted(items, key=lambda x: (_ORDERABLE_NAMES[type(x)], x))
-    except (KeyError, TypeError):
+        return sorted(items, key=_order_key)
+    except TypeError:
         return list(items)
 
 
-_ORDERABLE_NAMES = {t: t.__name__ for t in _ORDERABLE}
+def _order_key(value: object) -> tuple[str, Any]:
+    t = type(value)
+    if t is str or t is int or t is bytes:
+        return (t.__name__, value)
+    if t is tuple:
+        return ("tuple", tuple([_order_key(x) for x in value]))  # type: ignore[attr-defined]
+    if t is frozenset:
+        return ("frozenset", tuple(sorted([_order_key(x) for x in value])))  # type: ignore[attr-defined]
+    if t in _REPR_STABLE or isinstance(value, enum.Enum):
+        return ("~" + t.__name__, repr(value))
+    raise TypeError(f"no canonical order for {t.__name__}")
 
 
 def is_plain(value: object) -> bool:
@@ -353,11 +365,16 @@ class Encoder:
         node: dict[str, Node] = {
             TAG: "x",
             "t": type_name or f"{cls.__module__}.{cls.__qualname__}",
-            "m": str(value),
         }
+        args = value.original_args if type_name else value.args  # type: ignore[attr-defined]
+        message = str(value)
+        # The message is written only when the args do not already say it: args
+        # often hold objects whose repr carries an address, which would make the
+        # same exception encode to different bytes.
+        if message != args_text(args):
+            node["m"] = message
         if entry is not None:
             node["c"] = entry.class_id
-        args = value.original_args if type_name else value.args  # type: ignore[attr-defined]
         try:
             node["a"] = [enc(arg, depth) for arg in args]
             facts = getattr(value, "facts", None)
@@ -378,6 +395,14 @@ class Encoder:
             r.at(".__cause__" if r.culprit is cause else ".__notes__", value)
             raise
         return node
+
+
+def args_text(args: tuple[Any, ...]) -> str:
+    """What ``str()`` of an exception with these args is, by default."""
+    try:
+        return str(BaseException(*args))
+    except Exception:
+        return ""
 
 
 def _is_revived(value: object) -> bool:

@@ -202,7 +202,11 @@ def _dec_memoryview(node: Node) -> memoryview:
         raise ValueError("malformed memoryview shape")
     raw = b64decode(node["v"])
     view = memoryview(bytearray(raw) if writable else raw)
-    if fmt != "B" or len(shape) != 1:
+    if len(shape) == 1:
+        # 1-D: no shape argument, which also allows an empty view.
+        if fmt != "B":
+            view = view.cast(fmt)  # type: ignore[call-overload]
+    else:
         view = view.cast(fmt, shape)  # type: ignore[call-overload]
     return view
 
