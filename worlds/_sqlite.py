@@ -222,7 +222,19 @@ class SQLiteWorld:
                 "directory exists and is writable",
                 path=str(self.path),
             ) from exc
-        self._open()
+        self._closed = False
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise WorldError(
+                f"cannot open {str(self.path)!r} as a SQLite World: {exc}; pass the path of a "
+                "durasim World file or of a new file",
+                path=str(self.path),
+            ) from exc
+        except BaseException:
+            self._db.close()
+            raise
         self.runs = _Runs(self)
         self.steps = _Steps(self)
         self.events = _Events(self)
@@ -243,11 +255,17 @@ class SQLiteWorld:
         sync = "FULL" if self._durability == "power" else "NORMAL"
         db.execute(f"PRAGMA synchronous = {sync}")
         with self._write():
-            row = db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-            ).fetchone()
+            tables = {
+                r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
             version = None
-            if row is not None:
+            if tables and "meta" not in tables:
+                raise WorldError(
+                    f"{str(self.path)!r} is a SQLite database but not a durasim World (it has "
+                    f"tables {', '.join(sorted(tables)[:5])}): pass the path of a new file",
+                    path=str(self.path),
+                )
+            if tables:
                 found = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
                 version = int(found[0]) if found else None
             if version is not None and version > sql.SCHEMA_VERSION:
@@ -279,7 +297,16 @@ class SQLiteWorld:
 
     async def close(self) -> None:
         """Close the connection; idempotent."""
+        self._closed = True
         self._db.close()
+
+    def _live(self) -> sqlite3.Connection:
+        if self._closed:
+            raise WorldError(
+                f"SQLite World {str(self.path)!r} is closed: open a new SQLiteWorld on the file",
+                path=str(self.path),
+            )
+        return self._db
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -289,7 +316,7 @@ class SQLiteWorld:
         committed since this one last looked; if so the run cache is dropped, so
         every decision is made on the current state.
         """
-        db = self._db
+        db = self._live()
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
@@ -304,15 +331,23 @@ class SQLiteWorld:
                 self._runs_cache.clear()
                 self._data_version = version
             yield db
-        except BaseException:
-            db.execute("ROLLBACK")
+            db.execute("COMMIT")
+        except BaseException as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            self._runs_cache.clear()  # whatever happened, decide the next write afresh
+            if isinstance(exc, sqlite3.Error):
+                raise WorldError(
+                    f"SQLite World {str(self.path)!r}: the write failed and was rolled back "
+                    f"({exc}); nothing was committed",
+                    path=str(self.path),
+                ) from exc
             raise
-        db.execute("COMMIT")
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """One read transaction: every query inside sees the same snapshot."""
-        db = self._db
+        db = self._live()
         db.execute("BEGIN")
         try:
             yield db
@@ -477,11 +512,15 @@ class _Runs(_Facet):
             where.append(f"status IN ({', '.join('?' for _ in statuses)})")
             args += sorted(s.value for s in statuses)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        rows = self._w._db.execute(
-            f"SELECT {codec.RUN_COLUMNS} FROM runs {clause} "
-            "ORDER BY created_at DESC, run_id DESC LIMIT ?",
-            (*args, limit + 1),
-        ).fetchall()
+        rows = (
+            self._w._live()
+            .execute(
+                f"SELECT {codec.RUN_COLUMNS} FROM runs {clause} "
+                "ORDER BY created_at DESC, run_id DESC LIMIT ?",
+                (*args, limit + 1),
+            )
+            .fetchall()
+        )
         runs = tuple(codec.run_from_row(r) for r in rows[:limit])
         return RunPage(runs=runs, cursor=encode_run_cursor(runs[-1]) if len(rows) > limit else None)
 
@@ -514,10 +553,14 @@ class _Hooks(_Facet):
         return hook
 
     async def get_by_token(self, token: str) -> Hook:
-        row = self._w._db.execute(
-            f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE token = ? AND status = 'active'",
-            (token if isinstance(token, str) else "",),
-        ).fetchone()
+        row = (
+            self._w._live()
+            .execute(
+                f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE token = ? AND status = 'active'",
+                (token if isinstance(token, str) else "",),
+            )
+            .fetchone()
+        )
         if row is None:
             raise HookNotFound(
                 f"no live hook holds token {token!r} (never created, disposed, or its run ended)",

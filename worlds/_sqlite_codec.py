@@ -43,6 +43,8 @@ MAIN_BLOB: Final[dict[EventType, str]] = {
 }
 
 _TYPES: Final = {t.value: t for t in EventType}
+# One encoder, built once: json.dumps with options builds a new one per call.
+_JSON: Final = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 
 
 def micros(moment: datetime | None) -> int | None:
@@ -74,7 +76,7 @@ def encode_event(event: Event) -> tuple[str | None, bytes | None]:
             rest[name] = [list(pair) for pair in value]
         else:
             rest[name] = value
-    text = json.dumps(rest, separators=(",", ":"), sort_keys=True) if rest else None
+    text = _JSON.encode(rest) if rest else None
     return text, blob
 
 

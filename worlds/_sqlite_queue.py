@@ -180,22 +180,30 @@ class SQLiteQueue(_Facet):
         return attrs.evolve(delivery, lease_expires_at=expires)
 
     async def next_due(self, *, queue_prefix: str = "") -> datetime | None:
-        row = self._w._db.execute(
-            "SELECT min(due_at) FROM messages WHERE substr(queue_name, 1, ?) = ?",
-            (len(queue_prefix), queue_prefix),
-        ).fetchone()
+        row = (
+            self._w._live()
+            .execute(
+                "SELECT min(due_at) FROM messages WHERE substr(queue_name, 1, ?) = ?",
+                (len(queue_prefix), queue_prefix),
+            )
+            .fetchone()
+        )
         return None if row[0] is None else from_micros(row[0])
 
     async def messages(self) -> tuple[Message, ...]:
-        rows = self._w._db.execute(
-            f"SELECT {sql.MESSAGE_COLUMNS} FROM messages ORDER BY ord"
-        ).fetchall()
+        rows = (
+            self._w._live()
+            .execute(f"SELECT {sql.MESSAGE_COLUMNS} FROM messages ORDER BY ord")
+            .fetchall()
+        )
         return tuple(_message_from_row(r) for r in rows)
 
     async def dead_letters(self) -> tuple[Message, ...]:
-        rows = self._w._db.execute(
-            f"SELECT {sql.MESSAGE_COLUMNS} FROM dead_letters ORDER BY ord"
-        ).fetchall()
+        rows = (
+            self._w._live()
+            .execute(f"SELECT {sql.MESSAGE_COLUMNS} FROM dead_letters ORDER BY ord")
+            .fetchall()
+        )
         return tuple(_message_from_row(r) for r in rows)
 
 

@@ -1,0 +1,183 @@
+"""What only the SQLite World promises: files, reopening, several connections, bad files."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from durasim.worlds import (
+    CountingIds,
+    EntityConflict,
+    EventRequest,
+    FixedClock,
+    InvalidRequest,
+    RunStatus,
+    SQLiteWorld,
+    StepNotFound,
+    WorldError,
+)
+
+
+def _e(type_: str, correlation_id: str | None = None, **data: object) -> EventRequest:
+    return EventRequest.of(type_, correlation_id, **data)
+
+
+async def _running_run(world: SQLiteWorld, run_id: str = "r1") -> str:
+    await world.events.create(run_id, _e("run_created", workflow_name="wf", input=b"in"))
+    await world.events.create(run_id, _e("run_started"))
+    return run_id
+
+
+async def test_committed_events_survive_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "w.db"
+    clock = FixedClock()
+    first = SQLiteWorld(path, clock=clock, ids=CountingIds())
+    run_id = await _running_run(first)
+    await first.events.create(run_id, _e("step_created", "s#1", step_name="s", input=b"x" * 5000))
+    before = await first.events.list(run_id)
+    await first.close()
+    second = SQLiteWorld(path, clock=clock, ids=CountingIds())
+    after = await second.events.list(run_id)
+    assert after == before
+    step = await second.steps.get(run_id, "s#1")
+    assert step.input == b"x" * 5000
+    second._check()
+    await second.close()
+
+
+async def test_a_second_connection_sees_what_the_first_wrote(tmp_path: Path) -> None:
+    """The run cache of one connection is dropped when another connection commits."""
+    path = tmp_path / "w.db"
+    a = SQLiteWorld(path, ids=CountingIds(namespace="a"))
+    b = SQLiteWorld(path, ids=CountingIds(namespace="b"))
+    run_id = await _running_run(a)
+    await a.events.create(run_id, _e("step_created", "s#1", step_name="s", input=b""))  # cached
+    await b.events.create(run_id, _e("run_cancelled", reason="operator"))
+    with pytest.raises(EntityConflict):
+        await a.events.create(run_id, _e("step_created", "s#2", step_name="s", input=b""))
+    result = await a.events.create(run_id, _e("run_cancelled"))
+    assert result.event is None
+    assert result.run.status is RunStatus.CANCELLED
+    page = await a.events.list(run_id)
+    assert [e.type.value for e in page.events][-1] == "run_cancelled"
+    assert page.snapshot.seq == 4
+    a._check()
+    await a.close()
+    await b.close()
+
+
+async def test_in_band_counts_are_shared_between_connections(tmp_path: Path) -> None:
+    path = tmp_path / "w.db"
+    a, b = SQLiteWorld(path), SQLiteWorld(path)
+    run_id = await _running_run(a)
+    await a.events.create(
+        run_id,
+        _e("step_created", "s#1", step_name="s", input=b""),
+        in_band=True,
+        expected_seq_in_band=1,
+    )
+    accepted = await b.events.create(
+        run_id,
+        _e("step_created", "s#2", step_name="s", input=b""),
+        in_band=True,
+        expected_seq_in_band=2,
+    )
+    assert accepted.event is not None
+    assert accepted.event.seq == 4
+    page = await a.events.list(run_id)
+    assert (page.snapshot.seq, page.snapshot.seq_in_band) == (4, 3)
+    await a.close()
+    await b.close()
+
+
+def test_unknown_durability_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidRequest, match="durability='fast'"):
+        SQLiteWorld(tmp_path / "w.db", durability="fast")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("durability", "power_safe"), [("power", True), ("process", False)])
+async def test_durability_sets_synchronous(
+    tmp_path: Path, durability: str, power_safe: bool
+) -> None:
+    world = SQLiteWorld(tmp_path / "w.db", durability=durability)  # type: ignore[arg-type]
+    level = world._db.execute("PRAGMA synchronous").fetchone()[0]
+    assert level == (2 if power_safe else 1)  # FULL = 2, NORMAL = 1
+    assert world.capabilities.power_safe is power_safe
+    assert world.capabilities.durable
+    assert world.capabilities.multi_process
+    assert world._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    await world.close()
+
+
+def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"these are not the pages you are looking for" * 100)
+    with pytest.raises(WorldError, match=r"cannot open .* as a SQLite World"):
+        SQLiteWorld(path)
+    assert path.read_bytes().startswith(b"these are not")
+
+
+def test_someone_elses_database_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY)")
+    db.commit()
+    db.close()
+    with pytest.raises(WorldError, match=r"not a durasim World .*customers"):
+        SQLiteWorld(path)
+    db = sqlite3.connect(path)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    db.close()
+    assert tables == {"customers"}
+
+
+async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "w.db"
+    world = SQLiteWorld(path)
+    await world.close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    with pytest.raises(WorldError, match="schema version 999, newer"):
+        SQLiteWorld(path)
+
+
+def test_a_missing_directory_is_named(tmp_path: Path) -> None:
+    with pytest.raises(WorldError, match="cannot open SQLite World"):
+        SQLiteWorld(tmp_path / "no" / "such" / "dir" / "w.db")
+
+
+async def test_a_closed_world_says_so(tmp_path: Path) -> None:
+    world = SQLiteWorld(tmp_path / "w.db")
+    run_id = await _running_run(world)
+    await world.close()
+    await world.close()  # idempotent
+    with pytest.raises(WorldError, match="is closed"):
+        await world.events.list(run_id)
+    with pytest.raises(WorldError, match="is closed"):
+        await world.events.create(run_id, _e("run_cancelled"))
+
+
+async def test_a_failed_write_commits_nothing_and_the_next_one_works(tmp_path: Path) -> None:
+    """A storage error inside the transaction rolls the whole write back."""
+    world = SQLiteWorld(tmp_path / "w.db")
+    run_id = await _running_run(world)
+    # Make the next event insert fail inside the transaction, after the guards passed.
+    world._db.execute(
+        "CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.correlation_id = 'boom' "
+        "BEGIN SELECT RAISE(ABORT, 'disk on fire'); END"
+    )
+    with pytest.raises(WorldError, match=r"rolled back .*disk on fire"):
+        await world.events.create(run_id, _e("step_created", "boom", step_name="s", input=b""))
+    page = await world.events.list(run_id)
+    assert page.snapshot.seq == 2
+    with pytest.raises(StepNotFound):
+        await world.steps.get(run_id, "boom")
+    ok = await world.events.create(run_id, _e("step_created", "fine", step_name="s", input=b""))
+    assert ok.event is not None
+    assert ok.event.seq == 3
+    world._check()
+    await world.close()
