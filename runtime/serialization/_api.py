@@ -107,7 +107,7 @@ def split_payload(data: bytes | bytearray | memoryview) -> tuple[int, bytes, byt
         )
     raw = bytes(data)
     if not raw.startswith(PREFIX) or len(raw) < _HEAD_LEN:
-        if raw[:2] == b"dj" and raw[2:3].isdigit():
+        if raw[:2] == b"dj" and raw[2:3].isdigit() and raw[3:4] == b":" and raw[:4] != PREFIX:
             raise SerializationError(
                 f"payload format {raw[:4]!r} is not {PREFIX!r}: it was written by another "
                 "durasim version; read it with the version that wrote it",
