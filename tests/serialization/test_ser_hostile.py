@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import tracemalloc
 from typing import Any
@@ -33,10 +34,8 @@ def _refused(data: bytes, match: str | None = None) -> str:
 
 def test_every_truncation_is_refused_or_decodes() -> None:
     for end in range(len(SAMPLE)):
-        try:
+        with contextlib.suppress(SerializationError):
             deserialize(SAMPLE[:end])
-        except SerializationError:
-            pass
 
 
 @pytest.mark.parametrize(
@@ -93,13 +92,16 @@ def test_deep_nesting_in_values_is_refused() -> None:
     value: Any = 1
     for _ in range(100_000):
         value = [value]
-    message = str(pytest.raises(SerializationError, serialize, value).value)
+    with pytest.raises(SerializationError) as info:
+        serialize(value)
+    message = str(info.value)
     assert f"nesting deeper than {MAX_DEPTH} levels" in message
     assert message.startswith("value[0][0][0]")
     nested: Any = 1
     for _ in range(100_000):
         nested = (nested,)
-    pytest.raises(SerializationError, serialize, nested)
+    with pytest.raises(SerializationError):
+        serialize(nested)
 
 
 def test_nesting_up_to_the_limit_round_trips() -> None:
@@ -112,10 +114,8 @@ def test_nesting_up_to_the_limit_round_trips() -> None:
 def _peak_bytes(data: bytes) -> int:
     tracemalloc.start()
     try:
-        try:
+        with contextlib.suppress(SerializationError):
             deserialize(data)
-        except SerializationError:
-            pass
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -170,10 +170,8 @@ def test_frozen_payload_hostile_headers() -> None:
 @given(st.binary(max_size=64))
 def test_random_bodies_never_crash(body: bytes) -> None:
     for kind in (b"j", b"t", b"f"):
-        try:
+        with contextlib.suppress(SerializationError):
             deserialize(b"dj1:" + kind + body)
-        except SerializationError:
-            pass
 
 
 @settings(max_examples=300)
@@ -181,10 +179,8 @@ def test_random_bodies_never_crash(body: bytes) -> None:
 def test_flipped_bytes_never_crash(position: int, byte: int) -> None:
     data = bytearray(SAMPLE)
     data[position] = byte
-    try:
+    with contextlib.suppress(SerializationError):
         deserialize(bytes(data))
-    except SerializationError:
-        pass
 
 
 _json_nodes = st.recursive(
@@ -246,10 +242,8 @@ _json_nodes = st.recursive(
 @settings(max_examples=500)
 @given(_json_nodes)
 def test_structured_garbage_never_crashes(tree: Any) -> None:
-    try:
+    with contextlib.suppress(SerializationError):
         deserialize(b"dj1:t" + json.dumps(tree).encode())
-    except SerializationError:
-        pass
 
 
 def test_base64_payloads_are_strict() -> None:

@@ -57,12 +57,12 @@ async def _coro() -> None:
     [
         (lambda: lambda: 1, "function", "registered step or workflow"),
         (lambda: len, "builtin_function_or_method", "registered step"),
-        (lambda: _gen(), "generator", "list(...)"),
-        (lambda: threading.Lock(), "_thread.lock", "create it inside the step"),
-        (lambda: asyncio.Lock(), "asyncio.locks.Lock", "create it inside the step"),
-        (lambda: io.StringIO(), "_io.StringIO", "pass the path"),
+        (_gen, "generator", "list(...)"),
+        (threading.Lock, "_thread.lock", "create it inside the step"),
+        (asyncio.Lock, "asyncio.locks.Lock", "create it inside the step"),
+        (io.StringIO, "_io.StringIO", "pass the path"),
         (lambda: types, "module", "import the module inside the step"),
-        (lambda: object(), "object", "register the class with @serializable"),
+        (object, "object", "register the class with @serializable"),
         (lambda: OrderedDict(a=1), "collections.OrderedDict", "pass dict(value)"),
         (lambda: int, "type", "classes do not cross the log"),
     ],
@@ -224,7 +224,7 @@ def test_serialization_error_pickles_and_is_a_type_error() -> None:
     error = info.value
     assert isinstance(error, DurasimError)
     assert isinstance(error, TypeError)
-    copy = pickle.loads(pickle.dumps(error))  # noqa: S301 -- our own bytes
+    copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is SerializationError
     assert str(copy) == str(error)
     assert copy.path == 'value["f"]'
@@ -258,7 +258,7 @@ def test_unknown_exception_types_revive_with_their_name() -> None:
     again = deserialize(serialize(out))
     assert type(again) is RevivedError
     assert again.type_name == out.type_name
-    assert pickle.loads(pickle.dumps(out)).type_name == out.type_name  # noqa: S301
+    assert pickle.loads(pickle.dumps(out)).type_name == out.type_name
 
 
 def test_builtin_exceptions_revive_as_themselves() -> None:
