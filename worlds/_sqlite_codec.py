@@ -11,6 +11,7 @@ so no value carries a type tag.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from datetime import datetime
 from typing import Any, Final
@@ -43,6 +44,7 @@ MAIN_BLOB: Final[dict[EventType, str]] = {
 }
 
 _TYPES: Final = {t.value: t for t in EventType}
+_ORDER: Final = {t: tuple(_SCHEMA[t]) for t in EventType}
 # One encoder, built once: json.dumps with options builds a new one per call.
 _JSON: Final = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 
@@ -92,24 +94,14 @@ def decode_event(  # noqa: PLR0917 -- called with a row splatted in column order
 ) -> Event:
     """Rebuild an :class:`Event` from its row."""
     event_type = _TYPES[type_name]
-    schema = _SCHEMA[event_type]
-    values: dict[str, Any] = {}
     main = MAIN_BLOB.get(event_type)
+    fields = _decode_fields(event_type, data) if data else ()
     if main is not None and blob is not None:
+        values = dict(fields)
         values[main] = bytes(blob)
-    if data:
-        for name, raw in json.loads(data).items():
-            kind = schema[name].kind
-            if kind == "bytes":
-                values[name] = base64.b64decode(raw)
-            elif kind == "time":
-                values[name] = from_micros(raw)
-            elif kind == "changes":
-                values[name] = tuple((k, v) for k, v in raw)
-            else:
-                values[name] = raw
-    # Keep the schema's field order so equal events compare and render alike.
-    ordered = {name: values[name] for name in schema if name in values}
+        payload = Payload({name: values[name] for name in _ORDER[event_type] if name in values})
+    else:
+        payload = Payload(dict(fields))
     return Event(
         run_id=run_id,
         seq=seq,
@@ -117,8 +109,30 @@ def decode_event(  # noqa: PLR0917 -- called with a row splatted in column order
         created_at=from_micros(created_at),
         correlation_id=correlation_id,
         in_band=bool(in_band),
-        data=Payload(ordered),
+        data=payload,
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _decode_fields(event_type: EventType, data: str) -> tuple[tuple[str, Any], ...]:
+    """The JSON part of an event's data, decoded by the schema's field kinds.
+
+    Cached: most of it repeats from event to event (step names, writers), and
+    every value it yields is immutable.
+    """
+    schema = _SCHEMA[event_type]
+    values: dict[str, Any] = {}
+    for name, raw in json.loads(data).items():
+        kind = schema[name].kind
+        if kind == "bytes":
+            values[name] = base64.b64decode(raw)
+        elif kind == "time":
+            values[name] = from_micros(raw)
+        elif kind == "changes":
+            values[name] = tuple((k, v) for k, v in raw)
+        else:
+            values[name] = raw
+    return tuple((name, values[name]) for name in schema if name in values)
 
 
 RUN_COLUMNS: Final = (

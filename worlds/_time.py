@@ -40,8 +40,17 @@ def to_micros(moment: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+#: Below this many microseconds (year 2242) a float of the seconds is within
+#: half a microsecond of the exact value, so rounding recovers it exactly.
+_FLOAT_EXACT = 2**33 * 1_000_000
+
+
 def from_micros(micros: int) -> datetime:
     """Inverse of :func:`to_micros`; always returns a UTC datetime."""
+    if 0 <= micros < _FLOAT_EXACT:
+        # fromtimestamp rounds half-even to the microsecond: exact here, and
+        # several times faster than timedelta arithmetic (log reads are hot).
+        return datetime.fromtimestamp(micros / 1_000_000, UTC)
     return _UNIX + timedelta(microseconds=micros)
 
 
