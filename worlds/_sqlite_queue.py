@@ -113,33 +113,54 @@ class SQLiteQueue(_Facet):
                     (now_us,),
                 )
             }
-            rows = db.execute(
-                f"SELECT {sql.MESSAGE_COLUMNS}, ord FROM messages WHERE due_at <= ? "
-                "AND substr(queue_name, 1, ?) = ? ORDER BY due_at, ord",
-                (now_us, len(queue_prefix), queue_prefix),
-            ).fetchall()
-            for row in rows:
-                message = _message_from_row(row)
-                if message.orchestrator and message.run_id in busy:
-                    continue
-                if w._max_deliveries is not None and message.attempt >= w._max_deliveries:
-                    db.execute(
-                        f"INSERT INTO dead_letters ({sql.MESSAGE_COLUMNS}) VALUES "
-                        "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        row[:9],
-                    )
-                    db.execute("DELETE FROM messages WHERE message_id = ?", (message.message_id,))
-                    continue
+            picked, dead = self._pick(db, now_us, queue_prefix, busy)
+            for row in dead:
+                db.execute(
+                    f"INSERT INTO dead_letters ({sql.MESSAGE_COLUMNS}) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    row,
+                )
+                db.execute("DELETE FROM messages WHERE message_id = ?", (row[0],))
+            if picked is not None:
                 lease_id = w._ids.new_id("lease")
                 expires = now + timedelta(seconds=lease)
                 db.execute(
                     "UPDATE messages SET attempt = attempt + 1, lease_id = ?, "
                     "lease_expires_at = ?, due_at = ? WHERE message_id = ?",
-                    (lease_id, to_micros(expires), to_micros(expires), message.message_id),
+                    (lease_id, to_micros(expires), to_micros(expires), picked.message_id),
                 )
-                message = attrs.evolve(message, attempt=message.attempt + 1)
+                message = attrs.evolve(picked, attempt=picked.attempt + 1)
                 return Delivery(message=message, lease_id=lease_id, lease_expires_at=expires)
         return None
+
+    def _pick(
+        self, db: sqlite3.Connection, now_us: int, prefix: str, busy: set[str]
+    ) -> tuple[Message | None, list[tuple[Any, ...]]]:
+        """The first claimable message, and the exhausted ones met before it.
+
+        Reads due messages a few at a time in claim order, so a long queue
+        costs a claim only the rows it has to look at.
+        """
+        limit = self._w._max_deliveries
+        dead: list[tuple[Any, ...]] = []
+        cursor = db.execute(
+            f"SELECT {sql.MESSAGE_COLUMNS} FROM messages WHERE due_at <= ? "
+            "AND substr(queue_name, 1, ?) = ? ORDER BY due_at, ord",
+            (now_us, len(prefix), prefix),
+        )
+        try:
+            while rows := cursor.fetchmany(64):
+                for row in rows:
+                    message = _message_from_row(row)
+                    if message.orchestrator and message.run_id in busy:
+                        continue
+                    if limit is not None and message.attempt >= limit:
+                        dead.append(tuple(row))
+                        continue
+                    return message, dead
+        finally:
+            cursor.close()
+        return None, dead
 
     def _held(self, db: sqlite3.Connection, delivery: Delivery) -> None:
         row = db.execute(

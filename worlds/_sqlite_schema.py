@@ -106,6 +106,8 @@ CREATE TABLE IF NOT EXISTS messages (
     due_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS messages_due ON messages (due_at, ord);
+CREATE INDEX IF NOT EXISTS messages_leased_orchestrators
+    ON messages (lease_expires_at) WHERE orchestrator = 1;
 CREATE TABLE IF NOT EXISTS dead_letters (
     ord INTEGER PRIMARY KEY AUTOINCREMENT,
     message_id TEXT NOT NULL,
