@@ -150,6 +150,10 @@ class FrozenValues:
                 path=record,
             ) from None
 
+    def indexed(self, record: str, index: int) -> object | None:
+        """The object indexed at ``index`` of ``record``, or None."""
+        return self._nodes.get((record, index))
+
     def shared_runs(self, value: tuple[Any, ...]) -> list[tuple[int, tuple[Any, ...], int, int]]:
         """Runs of ``value`` that are slices of stored tuples, found by identity.
 
@@ -180,12 +184,45 @@ class FrozenValues:
         chain = self._chains.get(id(value))
         if chain is not None:
             return chain
+        return Chain(size=self.size_of(value), delta_bytes=0, changes=0)
+
+    def chain_for(self, bases: list[tuple[tuple[Any, ...], int, int]], delta_bytes: int) -> Chain:
+        """The chain of a tuple written as ``delta_bytes`` of delta over slices of bases.
+
+        Args:
+            bases: ``(stored tuple, start, stop)`` for each slice the delta copies.
+            delta_bytes: the encoded size of the delta itself.
+        """
+        size = delta_bytes
+        chain_bytes = delta_bytes
+        changes = 1
+        seen: set[int] = set()
+        size_of = self.size_of
+        for base, start, stop in bases:
+            size += sum(size_of(item) + 1 for item in base[start:stop])
+            if id(base) not in seen:
+                seen.add(id(base))
+                base_chain = self.chain_of(base)
+                chain_bytes += base_chain.delta_bytes
+                changes = max(changes, base_chain.changes + 1)
+        return Chain(size=size, delta_bytes=chain_bytes, changes=changes)
+
+    def size_of(self, value: object) -> int:
+        """Bytes ``value`` takes written whole (cached for indexed objects).
+
+        Sizes are measured per element and summed, so a tuple built from slices of
+        big and small elements is sized by what it holds, not by its length.
+        """
         size = self._sizes.get(id(value))
-        if size is None:
-            # Sized on first use as a base: most stored tuples never are one.
+        if size is not None:
+            return size
+        if type(value) is tuple and id(value) in self._where:
+            size = 2 + sum(self.size_of(item) + 1 for item in value)
+        else:
             size = len(dumps_tree(Encoder(self.registry).encode(value)))
+        if id(value) in self._where:  # indexed objects live as long as the run
             self._sizes[id(value)] = size
-        return Chain(size=size, delta_bytes=0, changes=0)
+        return size
 
     def needs_whole_copy(self, chain: Chain) -> bool:
         """The whole-copy rule: too many delta bytes or too many deltas to apply."""

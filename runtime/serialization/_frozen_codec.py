@@ -32,7 +32,7 @@ from ._registry import ClassRegistry, Registered
 if TYPE_CHECKING:
     from ._frozen import FrozenValues
 
-__all__ = ["Chain", "FrozenDecoder", "FrozenEncoder", "is_frozen_in"]
+__all__ = ["Chain", "FrozenDecoder", "FrozenEncoder", "children_frozen", "is_frozen_in"]
 
 Node = Any
 
@@ -79,25 +79,6 @@ def children_frozen(
     if entry is not None and entry.kind == "fields" and entry.frozen:
         return all(is_frozen_in(getattr(value, name), registry, known) for name in entry.fields)
     return False
-
-
-def combine_chain(
-    values: FrozenValues, bases: list[tuple[tuple[Any, ...], int, int]], delta_bytes: int
-) -> Chain:
-    """The chain of a tuple built from slices ``(base, start, stop)`` of bases."""
-    size = delta_bytes
-    chain_bytes = delta_bytes
-    changes = 1
-    seen: set[int] = set()
-    for base, start, stop in bases:
-        base_chain = values.chain_of(base)
-        if base:
-            size += base_chain.size * (stop - start) // len(base)
-        if id(base) not in seen:
-            seen.add(id(base))
-            chain_bytes += base_chain.delta_bytes
-            changes = max(changes, base_chain.changes + 1)
-    return Chain(size=size, delta_bytes=chain_bytes, changes=changes)
 
 
 class FrozenEncoder(Encoder):
@@ -197,7 +178,7 @@ class FrozenEncoder(Encoder):
         node = {TAG: "t+", "v": items}
         from ._api import dumps_tree  # noqa: PLC0415 -- _api imports this module's users
 
-        chain = combine_chain(self.values, bases, len(dumps_tree(node)))
+        chain = self.values.chain_for(bases, len(dumps_tree(node)))
         if self.values.needs_whole_copy(chain):
             self._rollback(mark)
             return None
@@ -233,6 +214,31 @@ class FrozenDecoder(Decoder):
         self.chains: dict[int, Chain] = {}
         self.add_tag("@", self._stored)
         self.add_tag("t+", self._delta)
+
+    # A record decoded again (the workflow reading a step output it just stored,
+    # a replay) must give back the very objects already indexed for it: frozen
+    # values are linked by identity, and a fresh copy would link to nothing.
+    def _known(self, index: int, value: Any) -> Any:
+        known = self.values.indexed(self.record, index)
+        if known is None:
+            return value
+        self.objs[index] = known
+        return known
+
+    def dec_tuple(self, node: dict[str, Any], depth: int) -> tuple[Any, ...]:
+        """A tuple, or the indexed tuple this record already holds at its place."""
+        index = len(self.objs)
+        return self._known(index, super().dec_tuple(node, depth))  # type: ignore[no-any-return]
+
+    def dec_frozenset(self, node: dict[str, Any], depth: int) -> frozenset[Any]:
+        """A frozenset, or the indexed one this record already holds at its place."""
+        index = len(self.objs)
+        return self._known(index, super().dec_frozenset(node, depth))  # type: ignore[no-any-return]
+
+    def fields_object(self, node: dict[str, Any], entry: Registered, depth: int) -> Any:
+        """An instance, or the indexed one this record already holds at its place."""
+        index = len(self.objs)
+        return self._known(index, super().fields_object(node, entry, depth))
 
     def _located(self, node: dict[str, Any]) -> object:
         dep, index = node.get("k"), node.get("i")
@@ -270,6 +276,6 @@ class FrozenDecoder(Decoder):
         value = tuple(out)
         from ._api import dumps_tree  # noqa: PLC0415
 
-        self.chains[id(value)] = combine_chain(self.values, bases, len(dumps_tree(node)))
+        self.chains[id(value)] = self.values.chain_for(bases, len(dumps_tree(node)))
         self.objs[index] = value
-        return value
+        return self._known(index, value)  # type: ignore[no-any-return]
