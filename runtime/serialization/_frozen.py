@@ -274,6 +274,8 @@ class FrozenValues:
             if t in ATOM_TYPES:
                 return True
             oid = id(obj)
+            if oid in self._where:  # indexed before (a reference or a slice)
+                return True
             cached = frozen.get(oid)
             if cached is not None:
                 return cached
