@@ -34,9 +34,12 @@ def _reject_constant(name: str) -> Any:
     raise Malformed(f"JSON constant {name} is not part of the format")
 
 
+_loads = json.JSONDecoder(parse_constant=_reject_constant).decode
+
+
 def loads_body(body: bytes) -> Any:
     """Parse one JSON body, refusing the non-standard NaN/Infinity literals."""
-    return json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+    return _loads(body.decode("utf-8"))
 
 
 def serialize(

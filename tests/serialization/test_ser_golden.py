@@ -12,7 +12,7 @@ import json
 import os
 import re
 import uuid
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path, PurePosixPath
@@ -65,7 +65,7 @@ CASES: dict[str, Any] = {
         datetime(2024, 1, 2, 3, 4, 5, 6),
         datetime(2024, 1, 2, tzinfo=timezone(timedelta(hours=-5), "EST")),
         date(2024, 2, 29),
-        time(23, 59, 59, 999999, tzinfo=timezone.utc),
+        time(23, 59, 59, 999999, tzinfo=UTC),
         timedelta(days=-1, seconds=5, microseconds=7),
     ],
     "numbers": [Decimal("-0"), Decimal("NaN"), Decimal("1.50"), Fraction(-3, 4), 1.5 - 2j],
