@@ -159,7 +159,7 @@ _BYTES_FIELDS = [
     ("hook_created", "h9", {"token": "t9"}, "metadata"),
     ("hook_received", "h1", {}, "payload"),
 ]
-_NOT_BYTES = {"str": "text", "bytearray": bytearray(b"x"), "memoryview": memoryview(b"x"), "int": 1}
+_NOT_BYTES = {"str": "text", "bytearray": bytearray(b"x"), "memview": memoryview(b"x"), "int": 1}
 
 
 @pytest.mark.parametrize("value", _NOT_BYTES.values(), ids=_NOT_BYTES.keys())

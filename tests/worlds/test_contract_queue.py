@@ -281,7 +281,7 @@ async def test_dead_letter_skips_to_the_next_due_message(
     ids=[
         "str-payload",
         "bytearray-payload",
-        "memoryview-payload",
+        "memview-payload",
         "empty-queue",
         "space-in-queue",
         "negative-delay",

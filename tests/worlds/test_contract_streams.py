@@ -118,7 +118,7 @@ async def test_streams_of_unknown_runs(world: World) -> None:
 @pytest.mark.parametrize(
     "chunks",
     ["text", bytearray(b"x"), memoryview(b"x"), [b"ok", "bad"], [b"ok", bytearray(b"x")], 7],
-    ids=["str", "bytearray", "memoryview", "list-with-str", "list-with-bytearray", "int"],
+    ids=["str", "bytearray", "memview", "list-with-str", "list-with-bytearray", "int"],
 )
 async def test_chunks_must_be_bytes(world: World, chunks: object) -> None:
     run_id = await new_run(world)
