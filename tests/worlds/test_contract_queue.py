@@ -307,3 +307,35 @@ async def test_claim_and_release_bad_input(world: World) -> None:
     delivery = await claim(world)
     await assert_refused(world, InvalidRequest, lambda: world.queue.release(delivery, delay=-5))
     await world.queue.ack(delivery)
+
+
+async def test_expired_lease_not_reclaimed_may_still_settle(
+    world: World, clock: FixedClock
+) -> None:
+    # docs/protocol.md §11: only another claim takes a lease away.
+    for settle in ("ack", "release", "extend"):
+        message_id = await world.queue.enqueue("q", settle.encode())
+        delivery = await claim(world, lease_seconds=5)
+        clock.advance(10)
+        if settle == "ack":
+            await world.queue.ack(delivery)
+            assert message_id not in {m.message_id for m in await world.queue.messages()}
+        elif settle == "release":
+            await world.queue.release(delivery)
+            again = await claim(world)
+            assert (again.message_id, again.attempt) == (message_id, 2)
+            await world.queue.ack(again)
+        else:
+            renewed = await world.queue.extend(delivery, lease_seconds=5)
+            assert renewed.lease_expires_at == clock.now() + timedelta(seconds=5)
+            assert await world.queue.claim() is None
+            await world.queue.ack(renewed)
+    assert await world.queue.messages() == ()
+
+
+async def test_delay_bounds(world: World) -> None:
+    year_and_a_day = 366 * 86_400
+    await world.queue.enqueue("q", b"m", delay=year_and_a_day)
+    await assert_refused(
+        world, InvalidRequest, lambda: world.queue.enqueue("q", b"m", delay=year_and_a_day + 1)
+    )
