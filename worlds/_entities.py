@@ -279,8 +279,9 @@ class Delivery:
     """A claimed message: hold it by its lease, then ack or release it.
 
     ``attempt`` counts deliveries (1 on the first).  ``lease_id`` names this
-    claim; an ack or release with an expired or foreign lease raises
-    :class:`~durasim.worlds.LeaseLost`.
+    claim.  The lease holds the message until another claim takes it, which may
+    happen once ``lease_expires_at`` has passed; an ack, release or extend after
+    that raises :class:`~durasim.worlds.LeaseLost`.
     """
 
     message: Message

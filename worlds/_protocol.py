@@ -186,15 +186,22 @@ class QueueFacet(Protocol):
         ...
 
     async def ack(self, delivery: Delivery) -> None:
-        """Done: delete the message.  :class:`LeaseLost` if the lease is no longer held."""
+        """Done: delete the message.
+
+        A lease holds the message until another claim takes it (which it may
+        once the lease has expired); :class:`LeaseLost` if that happened.
+        """
         ...
 
     async def release(self, delivery: Delivery, *, delay: float = 0.0) -> None:
-        """Give the message back, due again after ``delay`` seconds (same message id)."""
+        """Give the message back, due again after ``delay`` seconds (same message id).
+
+        :class:`LeaseLost` if another claim took the message.
+        """
         ...
 
     async def extend(self, delivery: Delivery, *, lease_seconds: float) -> Delivery:
-        """Renew the lease from now; :class:`LeaseLost` if it already expired."""
+        """Renew the lease from now; :class:`LeaseLost` if another claim took the message."""
         ...
 
     async def next_due(self, *, queue_prefix: str = "") -> datetime | None:
