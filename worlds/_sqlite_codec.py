@@ -74,12 +74,16 @@ def encode_event(event: Event) -> tuple[str | None, bytes | None]:
             rest[name] = base64.b64encode(value).decode("ascii")
         elif kind == "time":
             rest[name] = to_micros(value)
-        elif kind == "changes":
-            rest[name] = [list(pair) for pair in value]
         else:
-            rest[name] = value
-    text = _JSON.encode(rest) if rest else None
+            rest[name] = value  # changes stay tuples: hashable for the cache, JSON arrays
+    text = _encode_fields(tuple(rest.items())) if rest else None
     return text, blob
+
+
+@functools.lru_cache(maxsize=4096)
+def _encode_fields(items: tuple[tuple[str, Any], ...]) -> str:
+    """The JSON of an event's non-blob fields; cached, as they repeat (step names, writers)."""
+    return _JSON.encode(dict(items))
 
 
 def decode_event(  # noqa: PLR0917 -- called with a row splatted in column order
