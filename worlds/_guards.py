@@ -88,6 +88,10 @@ class StateView(Protocol):
         """The run's step with this id."""
         ...
 
+    def has_step(self, step_id: str) -> bool:
+        """Whether the run has a step with this id (cheaper than :meth:`step`)."""
+        ...
+
     def hook(self, hook_id: str) -> Hook | None:
         """The run's hook with this id, in any status."""
         ...
@@ -143,6 +147,9 @@ class _Overlay:
 
     def step(self, step_id: str) -> Step | None:
         return self.plan.steps.get(step_id) or self.base.step(step_id)
+
+    def has_step(self, step_id: str) -> bool:
+        return step_id in self.plan.steps or self.base.has_step(step_id)
 
     def hook(self, hook_id: str) -> Hook | None:
         return self.plan.hooks.get(hook_id) or self.base.hook(hook_id)
@@ -303,7 +310,7 @@ def _plan_one(
 
     if kind is T.STEP_CREATED:
         assert cid is not None
-        if view.step(cid) is not None:
+        if view.has_step(cid):
             raise EntityConflict(f"run {run_id!r}: step {cid!r} already exists", run_id=run_id)
     elif kind in (T.STEP_STARTED, T.STEP_RETRYING, T.STEP_COMPLETED, T.STEP_FAILED):
         assert cid is not None

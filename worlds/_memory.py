@@ -81,6 +81,9 @@ class _View:
     def step(self, step_id: str) -> Step | None:
         return self._record.state.steps.get(step_id) if self._record else None
 
+    def has_step(self, step_id: str) -> bool:
+        return self._record is not None and step_id in self._record.state.steps
+
     def hook(self, hook_id: str) -> Hook | None:
         return self._record.state.hooks.get(hook_id) if self._record else None
 

@@ -103,6 +103,14 @@ class _View:
     def counters(self) -> Snapshot:
         return self._counters
 
+    def has_step(self, step_id: str) -> bool:
+        if step_id in self._steps:
+            return self._steps[step_id] is not None
+        row = self._db.execute(
+            "SELECT 1 FROM steps WHERE run_id = ? AND step_id = ?", (self._run_id, step_id)
+        ).fetchone()
+        return row is not None
+
     def step(self, step_id: str) -> Step | None:
         if step_id in self._steps:
             return self._steps[step_id]

@@ -32,12 +32,21 @@ EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 _UNIX = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+_last_converted: tuple[datetime, int] = (_UNIX, 0)
+
+
 def to_micros(moment: datetime) -> int:
     """Microseconds since the Unix epoch of an aware datetime (exact, no float)."""
+    global _last_converted  # noqa: PLW0603 -- a one-entry memo: one write converts `now` 3-4 times
+    last, value = _last_converted
+    if moment is last:
+        return value
     if moment.tzinfo is None:
         raise ValueError(f"naive datetime {moment!r}: pass an aware datetime (tzinfo=UTC)")
     delta = moment - _UNIX
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    value = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    _last_converted = (moment, value)
+    return value
 
 
 #: Below this many microseconds (year 2242) a float of the seconds is within
