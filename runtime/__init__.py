@@ -1,9 +1,29 @@
-"""durasim.runtime: durable workflows (this issue: serialization; more to come).
+"""durasim.runtime: durable workflows.
 
-Everything that crosses a workflow/step boundary goes through
-:mod:`durasim.runtime.serialization`; its public names are re-exported here.
+Workflows and steps are declared with :func:`workflow` and :func:`step` (the
+authoring layer, ``_authoring``).  Everything that crosses a workflow/step boundary
+goes through :mod:`durasim.runtime.serialization`; its public names are
+re-exported here.
 """
 
+from ._authoring import (
+    DefinitionNotFound,
+    InvalidDefinition,
+    ManifestError,
+    StepCaller,
+    StepDef,
+    StepFunction,
+    WorkflowCallError,
+    WorkflowDef,
+    WorkflowFunction,
+    build_manifest,
+    find_step,
+    find_workflow,
+    step,
+    step_definition,
+    workflow,
+    workflow_definition,
+)
 from .serialization import (
     MAX_DEPTH,
     PREFIX,
@@ -29,17 +49,33 @@ __all__ = [
     "PREFIX",
     "Chain",
     "ClassRegistry",
+    "DefinitionNotFound",
     "FatalError",
     "FrozenValues",
+    "InvalidDefinition",
+    "ManifestError",
     "MemoryRecordStore",
     "RecordStore",
     "Registered",
     "RetryableError",
     "RevivedError",
     "SerializationError",
+    "StepCaller",
+    "StepDef",
+    "StepFunction",
+    "WorkflowCallError",
+    "WorkflowDef",
+    "WorkflowFunction",
+    "build_manifest",
     "default_class_id",
     "default_registry",
     "deserialize",
+    "find_step",
+    "find_workflow",
     "serializable",
     "serialize",
+    "step",
+    "step_definition",
+    "workflow",
+    "workflow_definition",
 ]
