@@ -97,11 +97,12 @@ def _unwrap(what: str, obj: object) -> tuple[types.FunctionType, StepKind | None
     elif isinstance(obj, classmethod):
         kind, inner = "classmethod", obj.__func__
     if isinstance(inner, StepFunction | WorkflowFunction):
+        qualname = inner.definition.fn.__qualname__
         raise InvalidDefinition(
-            f"@{what} on {inner.__qualname__}: it is already a "
+            f"@{what} on {qualname}: it is already a "
             f"{'step' if isinstance(inner, StepFunction) else 'workflow'}; decorate the "
             "function once",
-            function=inner.__qualname__,
+            function=qualname,
         )
     if not isinstance(inner, types.FunctionType):
         raise InvalidDefinition(

@@ -6,19 +6,31 @@ Sub-commands grow with the project; today:
   a hook with a duplicate resume, a durable sleep) in the embedded SQLite World
   and print its log;
 * ``durasim log PATH [RUN_ID]``: list the runs of a SQLite World, or print one
-  run's log.
+  run's log;
+* ``durasim manifest PATH``: import the modules under PATH and print the JSON
+  manifest of their workflows, steps and serializable classes.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from durasim.worlds import Event, EventRequest, FixedClock, SQLiteWorld, World, WorldError
+from durasim.runtime import build_manifest
+from durasim.worlds import (
+    DurasimError,
+    Event,
+    EventRequest,
+    FixedClock,
+    SQLiteWorld,
+    World,
+    WorldError,
+)
 
 __all__ = ["main"]
 
@@ -115,6 +127,16 @@ async def _log(path: Path, run_id: str | None) -> None:
         await world.close()
 
 
+def _manifest(path: Path) -> int:
+    try:
+        manifest = build_manifest(path)
+    except DurasimError as exc:
+        print(f"durasim manifest: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(manifest, indent=2, sort_keys=True))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``durasim`` console script."""
     parser = argparse.ArgumentParser(prog="durasim", description="durasim command line")
@@ -124,7 +146,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = sub.add_parser("log", help="list runs, or print one run's log")
     log.add_argument("path", type=Path, help="SQLite World file")
     log.add_argument("run_id", nargs="?", help="the run whose log to print")
+    manifest = sub.add_parser(
+        "manifest", help="print the workflows, steps and serializable classes under PATH"
+    )
+    manifest.add_argument("path", type=Path, help="a .py file, a package or a folder")
     args = parser.parse_args(argv)
+    if args.command == "manifest":
+        return _manifest(args.path)
     try:
         if args.command == "demo":
             asyncio.run(_demo(args.db))
