@@ -138,7 +138,12 @@ class StepFunction(Generic[P, R_co]):
 
     def __set_name__(self, owner: type, name: str) -> None:
         definition = self.definition
-        if definition.kind not in METHOD_KINDS or definition.owner is not None:
+        if definition.kind not in METHOD_KINDS:
+            return
+        # Take the latest class of the step's own qualified name: attrs and
+        # dataclass(slots=True) build a second class from the first one's body
+        # (which calls this again); an alias in another class body is ignored.
+        if owner.__qualname__ != definition.fn.__qualname__.rpartition(".")[0]:
             return
         definition.owner = owner
         if definition.kind == "method":
