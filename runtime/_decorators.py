@@ -146,7 +146,10 @@ class StepFunction(Generic[P, R_co]):
         if owner.__qualname__ != definition.fn.__qualname__.rpartition(".")[0]:
             return
         definition.owner = owner
+        _retarget_class_cell(definition.fn, owner)
         if definition.kind == "method":
+            # On Python 3.11 an error raised here reaches the user as a RuntimeError
+            # whose __cause__ is this InvalidDefinition (3.12 lets it through).
             check_owner_hooks(definition, owner)
 
     @overload
@@ -174,6 +177,23 @@ class StepFunction(Generic[P, R_co]):
         closure = closure_of(self.__durasim_function__)
         result: Any = caller.call_step(definition, tuple(args), dict(kwargs), closure=closure)
         return result  # type: ignore[no-any-return]
+
+
+def _retarget_class_cell(fn: Callable[..., Any], owner: type) -> None:
+    # attrs and dataclass(slots=True) point the ``__class__`` cell (what super()
+    # reads) of the functions in a rebuilt class at the new class; they do not see
+    # the function inside a step object, so do the same here.
+    code = getattr(fn, "__code__", None)
+    cells = getattr(fn, "__closure__", None) or ()
+    if code is None or "__class__" not in code.co_freevars:
+        return
+    cell = cells[code.co_freevars.index("__class__")]
+    try:
+        current = cell.cell_contents
+    except ValueError:
+        return  # the class body is still running
+    if current is not owner and getattr(current, "__qualname__", None) == owner.__qualname__:
+        cell.cell_contents = owner
 
 
 def _make_step(
