@@ -1,0 +1,61 @@
+"""Errors of the runtime (the serialization and authoring errors live beside their code).
+
+DurasimError
+├── WorkflowSandboxError (RuntimeError)   workflow code did something only a step may do
+├── ReplayDivergence                      the workflow no longer matches its log
+├── WorkflowFailed                        ``Run.result()`` of a run that failed
+├── RunCancelledError                     ``Run.result()`` of a run that was cancelled
+└── RunNotFinished                        ``Run.result(wait=False)`` of a live run
+"""
+
+from __future__ import annotations
+
+from durasim.worlds import DurasimError
+
+__all__ = [
+    "ReplayDivergence",
+    "RunCancelledError",
+    "RunNotFinished",
+    "WorkflowFailed",
+    "WorkflowSandboxError",
+]
+
+
+class WorkflowSandboxError(DurasimError, RuntimeError):
+    """Workflow code made a call that would not replay identically (I/O, threads, sleep)."""
+
+
+class ReplayDivergence(DurasimError):
+    """Replaying the workflow met a log it cannot match.
+
+    Attributes:
+        run_id: the run.
+        seq: the position of the event that could not be matched (0 at the end of the log).
+    """
+
+    run_id: str
+    seq: int
+
+
+class WorkflowFailed(DurasimError):
+    """The run ended ``failed``; ``__cause__`` is the workflow's exception, revived.
+
+    Attributes:
+        run_id: the run.
+        error_code: why it failed (``USER_ERROR``, ``CORRUPTED_EVENT_LOG`` ...).
+    """
+
+    run_id: str
+    error_code: str
+
+
+class RunCancelledError(DurasimError):
+    """The run was cancelled before it finished."""
+
+    run_id: str
+
+
+class RunNotFinished(DurasimError):
+    """The run has not reached a terminal status yet."""
+
+    run_id: str

@@ -1,0 +1,333 @@
+"""The deterministic event loop every workflow runs on.
+
+Workflow code is plain asyncio: ``gather``, ``wait``, tasks, ``Event``, timeouts,
+``sleep``.  It runs on this loop instead of the real one, and this loop never
+looks at the wall clock or the operating system:
+
+* callbacks run in the order they were scheduled, and :meth:`WorkflowLoop.run_ready`
+  runs them until none is left (quiescence) — nothing else can interleave;
+* :meth:`time` is the run's clock, set by the replay engine to the time of the
+  last event it delivered;
+* a timer (``call_at``/``call_later``, hence ``asyncio.sleep``, ``wait_for``,
+  ``asyncio.timeout``) is not armed: it is handed to the engine, which turns it
+  into a durable wait and fires it when the log says the wait completed;
+* tasks and futures hash by creation order, so sets of them (``asyncio.wait``
+  returns sets) iterate in the same order in every process;
+* I/O, executors, subprocesses and signals raise :class:`WorkflowSandboxError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextvars
+import itertools
+import threading
+from asyncio import events
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, TypeVar, TypeVarTuple, Unpack
+
+from ._errors import WorkflowSandboxError
+
+__all__ = ["WorkflowFuture", "WorkflowLoop", "WorkflowTask", "in_workflow"]
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+_state = threading.local()
+
+
+def in_workflow() -> WorkflowLoop | None:
+    """The workflow loop running workflow code on this thread right now, if any."""
+    return getattr(_state, "loop", None)
+
+
+class WorkflowFuture(asyncio.Future[T]):
+    """A future whose hash is its creation number on its loop (deterministic set order)."""
+
+    def __init__(self, *, loop: WorkflowLoop) -> None:
+        self._durasim_number = loop.next_number()
+        super().__init__(loop=loop)
+
+    def __hash__(self) -> int:
+        return self._durasim_number
+
+
+class WorkflowTask(asyncio.Task[T]):
+    """A task whose hash is its creation number on its loop (deterministic set order)."""
+
+    def __init__(
+        self,
+        coro: Coroutine[Any, Any, T] | Generator[Any, None, T],
+        *,
+        loop: WorkflowLoop,
+        name: str | None = None,
+        context: contextvars.Context | None = None,
+    ) -> None:
+        # Numbered before Task.__init__, which already hashes the task (all_tasks).
+        self._durasim_number = loop.next_number()
+        super().__init__(coro, loop=loop, name=name, context=context)
+
+    def __hash__(self) -> int:
+        return self._durasim_number
+
+
+TimerSink = Callable[[asyncio.TimerHandle], None]
+
+
+class WorkflowLoop(asyncio.AbstractEventLoop):
+    """A deterministic, virtual-time event loop driven step by step by the replay engine.
+
+    Args:
+        on_timer: called with every timer the workflow arms (the engine makes it
+            a durable wait); the timer fires when the engine calls
+            :meth:`fire_timer`.
+        on_timer_cancelled: called when the workflow cancels an armed timer.
+        now: the initial clock, seconds since the Unix epoch.
+    """
+
+    def __init__(
+        self,
+        *,
+        on_timer: TimerSink,
+        on_timer_cancelled: TimerSink,
+        now: float,
+    ) -> None:
+        self._ready: collections.deque[asyncio.Handle] = collections.deque()
+        self._numbers = itertools.count(1)
+        self._now = now
+        self._on_timer = on_timer
+        self._on_timer_cancelled = on_timer_cancelled
+        self._closed = False
+        self._running = False
+        self._exceptions: list[dict[str, Any]] = []
+        self._tasks_made = 0
+
+    # -- driving ------------------------------------------------------------------
+
+    def set_time(self, now: float) -> None:
+        """Move the run's clock (never backwards)."""
+        self._now = max(self._now, now)
+
+    def run_ready(self) -> None:
+        """Run scheduled callbacks until none is left.
+
+        Workflow code runs only inside this call: the loop is the running loop,
+        and the sandbox is armed for this thread.
+        """
+        outer = events._get_running_loop()
+        previous = getattr(_state, "loop", None)
+        events._set_running_loop(self)
+        _state.loop = self
+        self._running = True
+        try:
+            ready = self._ready
+            while ready:
+                handle = ready.popleft()
+                if not handle._cancelled:
+                    handle._run()
+        finally:
+            self._running = False
+            _state.loop = previous
+            events._set_running_loop(outer)
+
+    def fire_timer(self, handle: asyncio.TimerHandle) -> None:
+        """Run a timer's callback now (its durable wait completed)."""
+        if not handle.cancelled():
+            self._ready.append(handle)
+
+    @property
+    def exceptions(self) -> list[dict[str, Any]]:
+        """Contexts passed to :meth:`call_exception_handler` (e.g. never-retrieved task errors)."""
+        return self._exceptions
+
+    # -- scheduling -----------------------------------------------------------------
+
+    def call_soon(
+        self,
+        callback: Callable[[Unpack[Ts]], object],
+        *args: *Ts,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Handle:
+        """Schedule ``callback(*args)`` after everything already scheduled."""
+        handle = asyncio.Handle(callback, args, self, context)
+        self._ready.append(handle)
+        return handle
+
+    def call_soon_threadsafe(
+        self,
+        callback: Callable[[Unpack[Ts]], object],
+        *args: *Ts,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Handle:
+        """Threads do not exist inside a workflow."""
+        raise WorkflowSandboxError(
+            "call_soon_threadsafe: workflow code runs on one deterministic loop and cannot be "
+            "woken by threads; do threaded work inside a @step"
+        )
+
+    def call_later(
+        self,
+        delay: float,
+        callback: Callable[[Unpack[Ts]], object],
+        *args: *Ts,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        """A timer ``delay`` seconds from the run's clock: a durable wait."""
+        return self.call_at(self._now + max(0.0, delay), callback, *args, context=context)
+
+    def call_at(
+        self,
+        when: float,
+        callback: Callable[[Unpack[Ts]], object],
+        *args: *Ts,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        """A timer at ``when`` (run clock): handed to the engine as a durable wait."""
+        handle = asyncio.TimerHandle(when, callback, args, self, context)
+        self._on_timer(handle)
+        return handle
+
+    def _timer_handle_cancelled(self, handle: asyncio.TimerHandle) -> None:
+        self._on_timer_cancelled(handle)
+
+    def time(self) -> float:
+        """The run's clock: the time of the last event delivered to the workflow."""
+        return self._now
+
+    def _task_count(self) -> int:
+        # Task names default to a process-global counter; name them per loop instead.
+        self._tasks_made += 1
+        return self._tasks_made
+
+    def next_number(self) -> int:
+        """The next creation number for a task or future of this loop."""
+        return next(self._numbers)
+
+    def create_future(self) -> asyncio.Future[Any]:
+        """A future numbered in creation order."""
+        return WorkflowFuture(loop=self)
+
+    def create_task(
+        self,
+        coro: Coroutine[Any, Any, T] | Generator[Any, None, T],
+        *,
+        name: str | None = None,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Task[T]:
+        """A task numbered in creation order."""
+        return WorkflowTask(
+            coro, loop=self, name=name or f"wf-task-{self._task_count()}", context=context
+        )
+
+    # -- the rest of the loop API ---------------------------------------------------
+
+    def get_debug(self) -> bool:
+        """Never in debug mode (debug mode reads the wall clock)."""
+        return False
+
+    def set_debug(self, enabled: bool) -> None:
+        """Ignored."""
+
+    def is_running(self) -> bool:
+        """True while workflow code runs."""
+        return self._running
+
+    def is_closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def close(self) -> None:
+        """Drop everything scheduled."""
+        self._ready.clear()
+        self._closed = True
+
+    def call_exception_handler(self, context: dict[str, Any]) -> None:
+        """Keep the context: the engine reports unhandled errors of workflow tasks."""
+        self._exceptions.append(context)
+
+    def default_exception_handler(self, context: dict[str, Any]) -> None:
+        """Same as :meth:`call_exception_handler`."""
+        self._exceptions.append(context)
+
+    def get_exception_handler(self) -> None:
+        """No custom handler."""
+        return None
+
+    def set_exception_handler(self, handler: object) -> None:
+        """Refused: the engine owns error reporting inside workflows."""
+        raise WorkflowSandboxError("set_exception_handler is not available inside a workflow")
+
+    def get_task_factory(self) -> None:
+        """No task factory."""
+        return None
+
+    def set_task_factory(self, factory: object) -> None:
+        """Refused: tasks inside a workflow must stay deterministic."""
+        raise WorkflowSandboxError("set_task_factory is not available inside a workflow")
+
+    def run_forever(self) -> None:
+        """The engine drives this loop; it is never run directly."""
+        raise WorkflowSandboxError("a workflow loop is driven by the replay engine")
+
+    def run_until_complete(self, future: object) -> Any:
+        """The engine drives this loop; it is never run directly."""
+        raise WorkflowSandboxError("a workflow loop is driven by the replay engine")
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+    async def shutdown_asyncgens(self) -> None:
+        """Nothing to shut down."""
+
+    async def shutdown_default_executor(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """No executor."""
+
+
+def _refuse(name: str, what: str) -> Callable[..., Any]:
+    def refuse(self: WorkflowLoop, *args: Any, **kwargs: Any) -> Any:
+        raise WorkflowSandboxError(
+            f"loop.{name}() inside a workflow: {what} would not replay identically; "
+            "do it inside a @step"
+        )
+
+    refuse.__name__ = name
+    refuse.__doc__ = f"Refused inside a workflow ({what})."
+    return refuse
+
+
+_IO = {
+    "run_in_executor": "running code in an executor",
+    "set_default_executor": "an executor",
+    "getaddrinfo": "a DNS lookup",
+    "getnameinfo": "a DNS lookup",
+    "create_connection": "a network connection",
+    "create_server": "a server",
+    "create_unix_connection": "a network connection",
+    "create_unix_server": "a server",
+    "create_datagram_endpoint": "a network endpoint",
+    "connect_accepted_socket": "a socket",
+    "connect_read_pipe": "a pipe",
+    "connect_write_pipe": "a pipe",
+    "subprocess_exec": "a subprocess",
+    "subprocess_shell": "a subprocess",
+    "add_reader": "file-descriptor I/O",
+    "remove_reader": "file-descriptor I/O",
+    "add_writer": "file-descriptor I/O",
+    "remove_writer": "file-descriptor I/O",
+    "sock_recv": "socket I/O",
+    "sock_recv_into": "socket I/O",
+    "sock_recvfrom": "socket I/O",
+    "sock_recvfrom_into": "socket I/O",
+    "sock_sendall": "socket I/O",
+    "sock_sendto": "socket I/O",
+    "sock_connect": "socket I/O",
+    "sock_accept": "socket I/O",
+    "sock_sendfile": "socket I/O",
+    "sendfile": "file I/O",
+    "start_tls": "TLS",
+    "add_signal_handler": "a signal handler",
+    "remove_signal_handler": "a signal handler",
+}
+for _name, _what in _IO.items():
+    setattr(WorkflowLoop, _name, _refuse(_name, _what))

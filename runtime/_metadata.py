@@ -1,0 +1,66 @@
+"""What a workflow or a step may know about itself."""
+
+from __future__ import annotations
+
+import contextvars
+from datetime import datetime
+
+import attrs
+
+from durasim.worlds import DurasimError
+
+__all__ = [
+    "StepMetadata",
+    "WorkflowMetadata",
+    "get_step_metadata",
+    "get_workflow_metadata",
+]
+
+
+@attrs.frozen(kw_only=True)
+class WorkflowMetadata:
+    """The run a workflow (or one of its steps) belongs to."""
+
+    run_id: str
+    workflow_id: str
+    started_at: datetime
+
+
+@attrs.frozen(kw_only=True)
+class StepMetadata:
+    """The step being executed: ``step_id`` is stable across retries; ``attempt`` counts from 1."""
+
+    run_id: str
+    step_id: str
+    step_name: str
+    attempt: int
+
+
+WORKFLOW_METADATA: contextvars.ContextVar[WorkflowMetadata | None] = contextvars.ContextVar(
+    "durasim_workflow_metadata", default=None
+)
+STEP_METADATA: contextvars.ContextVar[StepMetadata | None] = contextvars.ContextVar(
+    "durasim_step_metadata", default=None
+)
+
+
+def get_workflow_metadata() -> WorkflowMetadata:
+    """The current run; inside workflow code or a step body."""
+    found = WORKFLOW_METADATA.get()
+    if found is None:
+        raise DurasimError(
+            "get_workflow_metadata() was called outside a workflow or step: call it from "
+            "workflow code or from a step body"
+        )
+    return found
+
+
+def get_step_metadata() -> StepMetadata:
+    """The current step; inside a step body only."""
+    found = STEP_METADATA.get()
+    if found is None:
+        raise DurasimError(
+            "get_step_metadata() was called outside a step body: call it from a function "
+            "decorated with @step while it runs as a step"
+        )
+    return found

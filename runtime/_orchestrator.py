@@ -1,0 +1,454 @@
+"""One orchestrator delivery: load, replay, write what the workflow waits for, run steps.
+
+A delivery (one queue message for a run) does, in order:
+
+1. load the whole log (paged) with its snapshot ``(seq, seq_in_band)``;
+2. stop if the run is terminal; write ``run_started`` if the log has none;
+3. complete every wait that is due (``wait_completed``);
+4. replay the workflow over the log (:class:`Replay`);
+5. then, until nothing is runnable: write the commands the workflow issued past
+   the end of the log (``step_created`` / ``wait_created``, one batch), run open
+   steps inline (``step_started``, the body, then its outcome), and feed every
+   event it writes to the SAME live replay — the workflow is never replayed from
+   the top again within a delivery, so an n-step loop costs O(n);
+6. finish with ``run_completed`` / ``run_failed``, or suspend: queue a wake-up
+   for the earliest due wait or retry, and return.
+
+Every write is in-band: it carries the count of in-band events this delivery
+has seen, so a delivery that lost the run to another (its lease expired) is
+refused (:class:`InBandSuperseded`) before it writes anything, and stops.  If a
+write reports events the delivery had not seen (an out-of-band writer landed
+first), the live replay is dropped and the log replayed cold: it is logged, with
+its reason, and counted in :attr:`DeliveryReport.full_replays`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from durasim.worlds import (
+    CorruptedLog,
+    EntityConflict,
+    Event,
+    EventRequest,
+    EventType,
+    InBandSuperseded,
+    RunExpired,
+    RunNotFound,
+    World,
+)
+
+from ._authoring import find_workflow
+from ._errors import ReplayDivergence
+from ._metadata import WorkflowMetadata
+from ._replay import Replay, StepCommand, StepState, WaitCommand
+from ._steps import StepOutcome, execute_step, exhausted
+from .serialization import FatalError, SerializationError, serialize
+
+__all__ = [
+    "ORCHESTRATOR_QUEUE",
+    "DeliveryReport",
+    "Limits",
+    "deliver",
+    "wake_message",
+]
+
+log = logging.getLogger("durasim.runtime")
+
+T = EventType
+ORCHESTRATOR_QUEUE = "durasim.run"
+
+
+@attrs.frozen(kw_only=True)
+class Limits:
+    """Per-run limits; each failure writes ``run_failed`` with its error code.
+
+    Attributes:
+        max_events: events a run may hold (``MAX_EVENTS_EXCEEDED``).
+        max_deliveries: deliveries of one message before the run fails
+            (``MAX_DELIVERIES_EXCEEDED``).
+        max_divergences: recovery replays after a divergence before the run fails
+            (``CORRUPTED_EVENT_LOG``).
+        inline_steps: step bodies a delivery runs at once.
+        replay_budget: seconds of replay (not step bodies) one delivery may spend
+            before it hands over to a fresh delivery.
+    """
+
+    max_events: int = 25_000
+    max_deliveries: int = 48
+    max_divergences: int = 3
+    inline_steps: int = 8
+    replay_budget: float = 240.0
+
+
+@attrs.define
+class DeliveryReport:
+    """What one delivery did (for workers, tests and benchmarks)."""
+
+    run_id: str
+    status: str = "suspended"  # suspended | finished | superseded | retry
+    events_written: int = 0
+    steps_run: int = 0
+    full_replays: int = 0
+    wake_at: datetime | None = None
+    divergences: int = 0
+
+
+def wake_message(run_id: str, *, divergences: int = 0) -> bytes:
+    """The payload of an orchestrator message."""
+    return json.dumps({"run": run_id, "divergences": divergences}, sort_keys=True).encode()
+
+
+class _Superseded(Exception):
+    """Another delivery owns the run: stop without writing anything more."""
+
+
+class _Writer:
+    """This delivery's in-band writes, with the log and the live replay kept in step."""
+
+    def __init__(self, world: World, run_id: str, events: list[Event], seq_in_band: int) -> None:
+        self.world = world
+        self.run_id = run_id
+        self.events = events
+        self.expected = seq_in_band
+        self.replay: Replay | None = None
+        self.stale = False  # another writer's events landed amid ours
+        self.written = 0
+        self.lock = asyncio.Lock()
+
+    async def write(self, request: EventRequest) -> Event | None:
+        async with self.lock:
+            try:
+                result = await self.world.events.create(
+                    self.run_id,
+                    request,
+                    in_band=True,
+                    expected_seq_in_band=self.expected,
+                    seen_seq=len(self.events),
+                )
+            except InBandSuperseded as exc:
+                raise _Superseded(str(exc)) from exc
+            self.expected += result.allocated
+            mine = [result.event] if result.allocated and result.event is not None else []
+            self._absorb(result.unseen, mine)
+            return result.event
+
+    async def write_batch(self, requests: list[EventRequest]) -> list[Event]:
+        async with self.lock:
+            try:
+                result = await self.world.events.create_batch(
+                    self.run_id,
+                    requests,
+                    in_band=True,
+                    expected_seq_in_band=self.expected,
+                    seen_seq=len(self.events),
+                )
+            except InBandSuperseded as exc:
+                raise _Superseded(str(exc)) from exc
+            self.expected += result.allocated
+            self._absorb(result.unseen, list(result.events))
+            return list(result.events)
+
+    def _absorb(self, unseen: tuple[Event, ...], mine: list[Event]) -> None:
+        if unseen:
+            self.stale = True
+        for event in (*unseen, *mine):
+            self.events.append(event)
+            self.written += event in mine
+            if self.replay is not None and not self.stale:
+                self.replay.deliver(event)
+
+
+async def load_log(world: World, run_id: str) -> tuple[list[Event], int]:
+    """Every event of the run, in order, and how many of them are in-band."""
+    page = await world.events.list(run_id, limit=5000)
+    events = list(page.events)
+    while page.has_more:
+        page = await world.events.list(run_id, after_seq=page.next_after, limit=5000)
+        events.extend(page.events)
+    # The fence count is the in-band events of exactly the prefix we hold: if
+    # another orchestrator wrote past it, our first write is refused, as it must be.
+    return events, sum(1 for e in events if e.in_band)
+
+
+def _terminal(events: list[Event]) -> Event | None:
+    return next(
+        (e for e in events if e.type in (T.RUN_COMPLETED, T.RUN_FAILED, T.RUN_CANCELLED)), None
+    )
+
+
+async def deliver(
+    world: World,
+    run_id: str,
+    *,
+    limits: Limits | None = None,
+    attempt: int = 1,
+    divergences: int = 0,
+    message_id: str | None = None,
+) -> DeliveryReport:
+    """Run one orchestrator delivery for ``run_id`` (see the module docstring)."""
+    limits = limits or Limits()
+    report = DeliveryReport(run_id=run_id, divergences=divergences)
+    try:
+        await _deliver(world, run_id, limits, report, attempt=attempt, message_id=message_id)
+    except _Superseded as exc:
+        log.info("run %s: this delivery was superseded (%s); stopping", run_id, exc)
+        report.status = "superseded"
+    except RunExpired:
+        report.status = "finished"
+    except RunNotFound:
+        log.warning("run %s does not exist; dropping its message", run_id)
+        report.status = "finished"
+    return report
+
+
+async def _deliver(
+    world: World,
+    run_id: str,
+    limits: Limits,
+    report: DeliveryReport,
+    *,
+    attempt: int,
+    message_id: str | None,
+) -> None:
+    try:
+        events, seq_in_band = await load_log(world, run_id)
+    except CorruptedLog as exc:
+        await _fail_unfenced(world, run_id, exc, "CORRUPTED_EVENT_LOG")
+        report.status = "finished"
+        return
+    if _terminal(events) is not None:
+        report.status = "finished"
+        return
+    writer = _Writer(world, run_id, events, seq_in_band)
+    run = await world.runs.get(run_id)
+    if attempt > limits.max_deliveries:
+        await _fail(
+            writer,
+            FatalError(f"run {run_id} exceeded {limits.max_deliveries} deliveries of one message"),
+            "MAX_DELIVERIES_EXCEEDED",
+        )
+        report.status = "finished"
+        return
+    if not any(e.type is T.RUN_STARTED for e in events):
+        await writer.write(EventRequest.of("run_started"))
+    try:
+        definition = find_workflow(run.workflow_name)
+    except LookupError as exc:
+        log.error("run %s: %s", run_id, exc)
+        await _fail(writer, exc, "RUNTIME_ERROR")
+        report.status = "finished"
+        return
+    await _complete_due_waits(world, writer)
+    started = next(e for e in events if e.type is T.RUN_STARTED).created_at
+    metadata = WorkflowMetadata(
+        run_id=run_id, workflow_id=definition.workflow_id, started_at=started
+    )
+    while True:
+        replay = _replay_cold(definition, run, writer, started)
+        report.full_replays += 1
+        if replay is None:  # diverged
+            report.divergences += 1
+            if report.divergences > limits.max_divergences:
+                await _fail(
+                    writer,
+                    FatalError(
+                        f"replay of run {run_id} diverged {report.divergences} times; the log "
+                        "does not match the workflow code"
+                    ),
+                    "CORRUPTED_EVENT_LOG",
+                )
+                report.status = "finished"
+            else:
+                report.status = "retry"
+            return
+        writer.replay = replay
+        writer.stale = False
+        outcome = await _drive(world, writer, replay, limits, report, metadata)
+        if outcome != "stale":
+            report.events_written = writer.written
+            return
+        log.info(
+            "run %s: events from another writer landed amid this delivery's writes; "
+            "replaying the log from the top (full replay #%d)",
+            run_id,
+            report.full_replays + 1,
+        )
+
+
+def _replay_cold(definition: Any, run: Any, writer: _Writer, started: datetime) -> Replay | None:
+    replay = Replay(definition, run_id=writer.run_id, input=run.input, started_at=started)
+    try:
+        replay.begin()
+        for event in writer.events:
+            if event.type in (T.RUN_COMPLETED, T.RUN_FAILED, T.RUN_CANCELLED):
+                break
+            replay.deliver(event)
+    except ReplayDivergence as exc:
+        log.warning("%s", exc)
+        writer.replay = None
+        return None
+    return replay
+
+
+async def _drive(  # noqa: PLR0917 -- one private call site
+    world: World,
+    writer: _Writer,
+    replay: Replay,
+    limits: Limits,
+    report: DeliveryReport,
+    metadata: WorkflowMetadata,
+) -> str:
+    running: dict[asyncio.Task[StepOutcome | None], StepState] = {}
+    try:
+        while True:
+            if writer.stale:
+                return "stale"
+            if len(writer.events) >= limits.max_events:
+                await _fail(
+                    writer,
+                    FatalError(f"run {writer.run_id} reached {limits.max_events} events"),
+                    "MAX_EVENTS_EXCEEDED",
+                )
+                report.status = "finished"
+                return "done"
+            if replay.done:
+                await _finish(writer, replay)
+                report.status = "finished"
+                return "done"
+            commands = replay.new_commands()
+            if commands:
+                await writer.write_batch([_request(c) for c in commands])
+                continue
+            now = world.clock.now()
+            busy = set(running.values())
+            for state in replay.open_steps():
+                if len(running) >= limits.inline_steps:
+                    break
+                if state in busy or (state.retry_after is not None and state.retry_after > now):
+                    continue
+                task = asyncio.ensure_future(_run_step(writer, state, metadata, world))
+                running[task] = state
+                report.steps_run += 1
+            if not running:
+                break
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=lambda t: running[t].created_seq):
+                del running[task]
+                task.result()  # re-raise _Superseded and infrastructure errors
+    finally:
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+    report.wake_at = await _schedule_wake(world, writer, replay)
+    report.status = "suspended"
+    return "done"
+
+
+async def _run_step(
+    writer: _Writer, state: StepState, metadata: WorkflowMetadata, world: World
+) -> StepOutcome | None:
+    started = await writer.write(EventRequest.of("step_started", state.correlation_id))
+    if started is None or writer.stale:
+        return None
+    attempt = int(started.data.get("attempt", 1))
+    if attempt > state.definition.max_retries + 1:
+        outcome = exhausted(state.definition, state.correlation_id, attempt)
+    else:
+        outcome = await execute_step(
+            state.definition,
+            state.correlation_id,
+            state.input,
+            attempt=attempt,
+            now=world.clock.now(),
+            workflow=metadata,
+        )
+    try:
+        await writer.write(outcome.request)
+    except EntityConflict:
+        return None  # the step already has an outcome (a concurrent executor won)
+    return outcome
+
+
+def _request(command: StepCommand | WaitCommand) -> EventRequest:
+    if isinstance(command, StepCommand):
+        return EventRequest.of(
+            "step_created",
+            command.correlation_id,
+            step_name=command.definition.step_id,
+            input=command.input,
+            inline=True,
+        )
+    return EventRequest.of("wait_created", command.correlation_id, resume_at=command.resume_at)
+
+
+async def _complete_due_waits(world: World, writer: _Writer) -> None:
+    now = world.clock.now()
+    created: dict[str, datetime] = {}
+    for event in writer.events:
+        if event.type is T.WAIT_CREATED and event.correlation_id:
+            created[event.correlation_id] = event.data["resume_at"]
+        elif event.type is T.WAIT_COMPLETED and event.correlation_id:
+            created.pop(event.correlation_id, None)
+    for correlation_id, resume_at in sorted(created.items(), key=lambda kv: kv[1]):
+        if resume_at <= now:
+            await writer.write(EventRequest.of("wait_completed", correlation_id))
+
+
+async def _schedule_wake(world: World, writer: _Writer, replay: Replay) -> datetime | None:
+    """Queue the next delivery for the earliest due wait or step retry."""
+    times = [w.resume_at for w in replay.open_waits()]
+    times += [s.retry_after for s in replay.open_steps() if s.retry_after is not None]
+    if not times:
+        return None
+    due = min(times)
+    delay = max(0.0, (due - world.clock.now()).total_seconds())
+    await world.queue.enqueue(
+        ORCHESTRATOR_QUEUE,
+        wake_message(writer.run_id),
+        run_id=writer.run_id,
+        orchestrator=True,
+        idempotency_key=f"wake:{writer.run_id}:{due.isoformat()}",
+        delay=delay,
+    )
+    return due
+
+
+async def _finish(writer: _Writer, replay: Replay) -> None:
+    ok, value = replay.outcome()
+    if ok:
+        try:
+            output = serialize(value, root="workflow result")
+        except SerializationError as exc:
+            await _fail(writer, exc, "USER_ERROR")
+            return
+        await writer.write(EventRequest.of("run_completed", output=output))
+        return
+    await _fail(writer, value, "USER_ERROR")
+
+
+async def _fail(writer: _Writer, error: BaseException, code: str) -> None:
+    await writer.write(EventRequest.of("run_failed", error=_error_bytes(error), error_code=code))
+
+
+async def _fail_unfenced(world: World, run_id: str, error: BaseException, code: str) -> None:
+    """Fail a run whose log cannot be loaded (no fence count to write with)."""
+    with contextlib.suppress(EntityConflict, RunExpired):
+        await world.events.create(
+            run_id, EventRequest.of("run_failed", error=_error_bytes(error), error_code=code)
+        )
+
+
+def _error_bytes(error: BaseException) -> bytes:
+    try:
+        return serialize(error, root="workflow error")
+    except SerializationError:
+        return serialize(FatalError(f"{type(error).__name__}: {error}"), root="workflow error")

@@ -1,0 +1,382 @@
+"""Replay: events in, commands out.
+
+A :class:`Replay` runs one workflow function on a fresh :class:`WorkflowLoop` and
+feeds it its run's log one event at a time, in log order, running the loop to
+quiescence after each.  Workflow code asks for things (a step, a durable sleep)
+by calling a step or arming a timer; each request becomes a *command* with a
+stable correlation id: ``<step id>#<n>`` for the n-th call of that step in the
+run, ``sleep#<n>`` for the n-th timer.  Ids never depend on anything else the
+workflow does, so adding an unrelated call does not shift them.
+
+Each event must match a command the workflow has issued; anything else is a
+:class:`ReplayDivergence` naming both sides.  When the log runs out, the commands
+not yet in the log are what the orchestrator writes next.  A Replay never
+touches a World: it is a pure function of the workflow code and the events fed
+to it, which is what makes cold replays and the simulator possible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+
+from durasim.worlds import Event, EventType
+
+from ._authoring import STEP_CALLER, StepDef, WorkflowDef
+from ._determinism import RunDeterminism
+from ._errors import ReplayDivergence
+from ._loop import WorkflowLoop
+from ._metadata import WORKFLOW_METADATA, WorkflowMetadata
+from .serialization import FatalError, SerializationError, deserialize, serialize
+
+__all__ = ["Replay", "StepCommand", "StepState", "WaitCommand", "WaitState"]
+
+T = EventType
+
+
+@attrs.define(eq=False)
+class StepState:
+    """One step call of the workflow and what the log says about it."""
+
+    correlation_id: str
+    definition: StepDef
+    input: bytes
+    future: asyncio.Future[Any]
+    order: int
+    created: bool = False
+    done: bool = False
+    attempts: int = 0
+    retry_after: datetime | None = None
+    created_seq: int = 0
+
+
+@attrs.define(eq=False)
+class WaitState:
+    """One durable timer of the workflow and what the log says about it."""
+
+    correlation_id: str
+    resume_at: datetime
+    handle: asyncio.TimerHandle
+    order: int
+    created: bool = False
+    done: bool = False
+
+
+@attrs.frozen
+class StepCommand:
+    """Write ``step_created`` for this step."""
+
+    correlation_id: str
+    definition: StepDef
+    input: bytes
+
+
+@attrs.frozen
+class WaitCommand:
+    """Write ``wait_created`` for this durable sleep."""
+
+    correlation_id: str
+    resume_at: datetime
+
+
+def _seconds(moment: datetime) -> float:
+    return moment.timestamp()
+
+
+def _moment(seconds: float) -> datetime:
+    # Round to the microsecond a World stores, so a recomputed resume_at equals
+    # the recorded one byte for byte.
+    return datetime.fromtimestamp(round(seconds * 1_000_000) / 1_000_000, UTC)
+
+
+class Replay:
+    """A workflow run being replayed over its log (see the module docstring).
+
+    Args:
+        definition: the workflow.
+        run_id: the run (seeds its randomness).
+        input: the run's serialized input, ``{"args": [...], "kwargs": {...}}``.
+        started_at: the run's start (the clock before the first delivered event).
+    """
+
+    def __init__(
+        self,
+        definition: WorkflowDef,
+        *,
+        run_id: str,
+        input: bytes,
+        started_at: datetime,
+    ) -> None:
+        self.definition = definition
+        self.run_id = run_id
+        self._input = input
+        self._started_at = started_at
+        self.loop = WorkflowLoop(  # type: ignore[abstract]  # I/O methods are set as refusals
+            on_timer=self._timer_armed,
+            on_timer_cancelled=self._timer_cancelled,
+            now=_seconds(started_at),
+        )
+        self.determinism = RunDeterminism(run_id=run_id, clock=self.loop.time)
+        self.steps: dict[str, StepState] = {}
+        self.waits: dict[str, WaitState] = {}
+        self._step_counts: dict[str, int] = {}
+        self._wait_count = 0
+        self._order = 0
+        self._task: asyncio.Task[Any] | None = None
+        self.consumed = 0  # position of the last event delivered
+
+    # -- driving --------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Decode the input, start the workflow and run it until it waits."""
+        try:
+            payload = deserialize(self._input)
+            args, kwargs = tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
+        except (SerializationError, AttributeError, TypeError) as exc:
+            raise FatalError(f"the input of run {self.run_id!r} cannot be decoded: {exc}") from exc
+        context = contextvars.copy_context()
+        context.run(STEP_CALLER.set, self)
+        context.run(
+            WORKFLOW_METADATA.set,
+            WorkflowMetadata(
+                run_id=self.run_id,
+                workflow_id=self.definition.workflow_id,
+                started_at=self._started_at,
+            ),
+        )
+        coro = self.definition.fn(*args, **kwargs)
+        self._task = self.loop.create_task(coro, name="workflow", context=context)
+        self._run()
+
+    def deliver(self, event: Event) -> None:
+        """Feed the next event of the log and run the workflow to quiescence."""
+        if event.seq != self.consumed + 1:
+            raise ReplayDivergence(
+                f"run {self.run_id!r}: event #{event.seq} delivered after #{self.consumed}; "
+                "the log reached the replay with a hole",
+                run_id=self.run_id,
+                seq=event.seq,
+            )
+        self.consumed = event.seq
+        self.loop.set_time(_seconds(event.created_at))
+        handler = _HANDLERS.get(event.type)
+        if handler is None:
+            raise self._diverged(event, "this runtime does not handle it yet")
+        handler(self, event)
+        self._run()
+
+    def _run(self) -> None:
+        with self.determinism.active():
+            self.loop.run_ready()
+
+    # -- outcome ------------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        """Whether the workflow function returned or raised."""
+        return self._task is not None and self._task.done()
+
+    def outcome(self) -> tuple[bool, Any]:
+        """``(True, value)`` if the workflow returned, ``(False, exception)`` if it raised."""
+        assert self._task is not None
+        assert self._task.done()
+        if self._task.cancelled():
+            return False, asyncio.CancelledError("the workflow task was cancelled")
+        error = self._task.exception()
+        if error is not None:
+            return False, error
+        return True, self._task.result()
+
+    def new_commands(self) -> list[StepCommand | WaitCommand]:
+        """Commands the workflow issued that the log does not hold yet, in issue order."""
+        pending: list[tuple[int, StepCommand | WaitCommand]] = [
+            (s.order, StepCommand(s.correlation_id, s.definition, s.input))
+            for s in self.steps.values()
+            if not s.created and not s.future.cancelled()
+        ]
+        pending += [
+            (w.order, WaitCommand(w.correlation_id, w.resume_at))
+            for w in self.waits.values()
+            if not w.created and not w.handle.cancelled()
+        ]
+        return [command for _, command in sorted(pending, key=lambda p: p[0])]
+
+    def open_steps(self) -> list[StepState]:
+        """Steps in the log without an outcome, in creation order."""
+        return sorted(
+            (s for s in self.steps.values() if s.created and not s.done),
+            key=lambda s: s.created_seq,
+        )
+
+    def open_waits(self) -> list[WaitState]:
+        """Waits in the log not completed yet."""
+        return [w for w in self.waits.values() if w.created and not w.done]
+
+    # -- StepCaller: workflow code calls a step ---------------------------------------
+
+    def call_step(
+        self,
+        definition: StepDef,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        closure: dict[str, Any],
+    ) -> asyncio.Future[Any]:
+        """Issue a step command; the future resolves when the log has its outcome."""
+        count = self._step_counts.get(definition.step_id, 0) + 1
+        self._step_counts[definition.step_id] = count
+        correlation_id = f"{definition.step_id}#{count}"
+        future = self.loop.create_future()
+        # Reduced to bytes here, at the call site: custom classes serialize the
+        # same way on every replay, and the caller's objects are never shared
+        # with the step (pass by value).
+        data = serialize(
+            {"args": list(args), "kwargs": kwargs, "closure": closure},
+            root=f"{definition.name}(...)",
+        )
+        self._order += 1
+        self.steps[correlation_id] = StepState(
+            correlation_id=correlation_id,
+            definition=definition,
+            input=data,
+            future=future,
+            order=self._order,
+        )
+        return future
+
+    # -- timers --------------------------------------------------------------------------
+
+    def _timer_armed(self, handle: asyncio.TimerHandle) -> None:
+        self._wait_count += 1
+        correlation_id = f"sleep#{self._wait_count}"
+        self._order += 1
+        self.waits[correlation_id] = WaitState(
+            correlation_id=correlation_id,
+            resume_at=_moment(handle.when()),
+            handle=handle,
+            order=self._order,
+        )
+
+    def _timer_cancelled(self, handle: asyncio.TimerHandle) -> None:
+        # The wait stays in the log if it is there; its completion is then inert.
+        return None
+
+    # -- event handlers -------------------------------------------------------------------
+
+    def _diverged(self, event: Event, why: str) -> ReplayDivergence:
+        expected = self.new_commands()
+        waiting = (
+            f"the workflow's next new command is {_describe(expected[0])}"
+            if expected
+            else "the workflow has issued no command that is not in the log"
+        )
+        return ReplayDivergence(
+            f"run {self.run_id!r} diverged from its log: the log has {event.label}"
+            f"{_step_name(event)} where {waiting} ({why}). Was the workflow changed after "
+            "the run started? Keep the old code for runs in flight, or start a new run",
+            run_id=self.run_id,
+            seq=event.seq,
+        )
+
+    def _step(self, event: Event) -> StepState:
+        state = self.steps.get(event.correlation_id or "")
+        if state is None:
+            raise self._diverged(event, "no step call of the workflow has this id")
+        return state
+
+    def _on_structural(self, event: Event) -> None:
+        return None
+
+    def _on_step_created(self, event: Event) -> None:
+        state = self._step(event)
+        if state.created:
+            return  # a second creation is refused by the World; inert if seen
+        name = event.data.get("step_name")
+        if name != state.definition.step_id:
+            raise self._diverged(
+                event, f"the workflow calls step {state.definition.step_id!r} under that id"
+            )
+        state.created = True
+        state.created_seq = event.seq
+
+    def _on_step_started(self, event: Event) -> None:
+        state = self._step(event)
+        if not state.created:
+            raise self._diverged(event, "the step was started before it was created")
+        state.attempts = int(event.data.get("attempt", state.attempts + 1))
+        state.retry_after = None
+
+    def _on_step_retrying(self, event: Event) -> None:
+        state = self._step(event)
+        state.retry_after = event.data.get("retry_after")
+
+    def _on_step_outcome(self, event: Event) -> None:
+        state = self._step(event)
+        if state.done:
+            return  # first outcome in log order wins; later ones are inert
+        state.done = True
+        if state.future.cancelled():
+            return
+        if event.type is T.STEP_COMPLETED:
+            state.future.set_result(_decode(event.data["result"]))
+        else:
+            error = _decode(event.data["error"])
+            if not isinstance(error, BaseException):
+                error = FatalError(f"step {state.definition.name} failed: {error!r}")
+            state.future.set_exception(error)
+
+    def _wait(self, event: Event) -> WaitState:
+        state = self.waits.get(event.correlation_id or "")
+        if state is None:
+            raise self._diverged(event, "the workflow armed no timer with this id")
+        return state
+
+    def _on_wait_created(self, event: Event) -> None:
+        state = self._wait(event)
+        state.created = True
+        state.resume_at = event.data["resume_at"]  # the recorded time is the truth
+
+    def _on_wait_completed(self, event: Event) -> None:
+        state = self._wait(event)
+        if state.done:
+            return
+        state.done = True
+        self.loop.fire_timer(state.handle)
+
+
+def _decode(data: bytes) -> Any:
+    return deserialize(data)
+
+
+def _describe(command: StepCommand | WaitCommand) -> str:
+    if isinstance(command, StepCommand):
+        return f"step {command.definition.name} ({command.correlation_id})"
+    return f"sleep until {command.resume_at.isoformat()} ({command.correlation_id})"
+
+
+def _step_name(event: Event) -> str:
+    name = event.data.get("step_name")
+    return f" (step {name})" if name else ""
+
+
+_HANDLERS: dict[EventType, Callable[[Replay, Event], None]] = {
+    T.RUN_CREATED: Replay._on_structural,
+    T.RUN_STARTED: Replay._on_structural,
+    T.NOOP: Replay._on_structural,
+    # The run's end: nothing is waiting for it (a cancel reaches the workflow in part 2).
+    T.RUN_COMPLETED: Replay._on_structural,
+    T.RUN_FAILED: Replay._on_structural,
+    T.RUN_CANCELLED: Replay._on_structural,
+    T.STEP_CREATED: Replay._on_step_created,
+    T.STEP_STARTED: Replay._on_step_started,
+    T.STEP_RETRYING: Replay._on_step_retrying,
+    T.STEP_COMPLETED: Replay._on_step_outcome,
+    T.STEP_FAILED: Replay._on_step_outcome,
+    T.WAIT_CREATED: Replay._on_wait_created,
+    T.WAIT_COMPLETED: Replay._on_wait_completed,
+}

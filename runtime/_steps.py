@@ -1,0 +1,148 @@
+"""Running one step body and turning what happened into the event to record.
+
+A body receives copies of its arguments (decoded from the step's recorded
+input), runs with full Python, and ends in one of three outcomes:
+
+* it returned: ``step_completed`` with the serialized result;
+* it raised :class:`FatalError`, or ran out of attempts, or its result cannot be
+  serialized: ``step_failed``;
+* it raised anything else with attempts left: ``step_retrying`` with a
+  ``retry_after`` (the :class:`RetryableError`'s, or exponential back-off).
+
+``BaseException`` s that are not ``Exception`` (cancellation, ``SystemExit``)
+propagate: they mean the process is going away, and the step stays started, so
+the next delivery runs it again and counts the attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+
+from durasim.worlds import EventRequest
+
+from ._authoring import StepDef, with_closure
+from ._metadata import STEP_METADATA, WORKFLOW_METADATA, StepMetadata, WorkflowMetadata
+from .serialization import FatalError, RetryableError, SerializationError, deserialize, serialize
+
+__all__ = ["StepOutcome", "backoff", "execute_step", "exhausted"]
+
+#: Back-off before attempt n+1 after a plain failure of attempt n: 1 s, 2 s, 4 s ... 5 min.
+_BACKOFF_BASE = 1.0
+_BACKOFF_CAP = 300.0
+
+
+def backoff(attempt: int) -> timedelta:
+    """The delay before retrying after plain failure number ``attempt`` (1-based)."""
+    return timedelta(seconds=min(_BACKOFF_CAP, _BACKOFF_BASE * 2 ** max(0, attempt - 1)))
+
+
+@attrs.frozen
+class StepOutcome:
+    """The event that records how an attempt ended."""
+
+    request: EventRequest
+    error: BaseException | None = None
+
+    @property
+    def retrying(self) -> bool:
+        """Whether the step will be attempted again."""
+        return self.request.type.value == "step_retrying"
+
+
+def exhausted(definition: StepDef, correlation_id: str, attempt: int) -> StepOutcome:
+    """``step_failed`` for a step started more often than it may be (crash loops count)."""
+    error = FatalError(
+        f"step {definition.name} ({correlation_id}) was started {attempt} times, more than "
+        f"1 + max_retries={definition.max_retries}; the earlier attempts crashed or were lost"
+    )
+    return StepOutcome(
+        EventRequest.of("step_failed", correlation_id, error=serialize(error)), error
+    )
+
+
+async def execute_step(
+    definition: StepDef,
+    correlation_id: str,
+    input: bytes,
+    *,
+    attempt: int,
+    now: datetime,
+    workflow: WorkflowMetadata,
+) -> StepOutcome:
+    """Run attempt ``attempt`` of a step and say what to record."""
+    try:
+        payload = deserialize(input)
+        args, kwargs = list(payload["args"]), dict(payload["kwargs"])
+        closure = payload.get("closure") or {}
+        fn = with_closure(definition.fn, closure) if closure else definition.fn
+    except (SerializationError, KeyError, TypeError) as exc:
+        return _failed(correlation_id, FatalError(f"step input cannot be decoded: {exc}"))
+    step_token = STEP_METADATA.set(
+        StepMetadata(
+            run_id=workflow.run_id,
+            step_id=correlation_id,
+            step_name=definition.step_id,
+            attempt=attempt,
+        )
+    )
+    workflow_token = WORKFLOW_METADATA.set(workflow)
+    try:
+        if definition.is_async or inspect.iscoroutinefunction(fn):
+            result = await fn(*args, **kwargs)
+        else:
+            result = await asyncio.to_thread(fn, *args, **kwargs)
+    except FatalError as exc:
+        return _failed(correlation_id, exc)
+    except Exception as exc:  # any user error is an outcome, never a crash
+        return _retry_or_fail(definition, correlation_id, exc, attempt=attempt, now=now)
+    finally:
+        STEP_METADATA.reset(step_token)
+        WORKFLOW_METADATA.reset(workflow_token)
+    try:
+        data = serialize(result, root=f"result of step {definition.name}")
+    except SerializationError as exc:
+        return _failed(correlation_id, exc)
+    return StepOutcome(EventRequest.of("step_completed", correlation_id, result=data))
+
+
+def _failed(correlation_id: str, error: BaseException) -> StepOutcome:
+    return StepOutcome(
+        EventRequest.of("step_failed", correlation_id, error=_error_bytes(error)), error
+    )
+
+
+def _retry_or_fail(
+    definition: StepDef, correlation_id: str, error: Exception, *, attempt: int, now: datetime
+) -> StepOutcome:
+    if attempt > definition.max_retries:
+        return _failed(correlation_id, error)
+    retry_after = now + backoff(attempt)
+    if isinstance(error, RetryableError) and error.retry_after is not None:
+        retry_after = _absolute(error.retry_after, now)
+    return StepOutcome(
+        EventRequest.of(
+            "step_retrying", correlation_id, error=_error_bytes(error), retry_after=retry_after
+        ),
+        error,
+    )
+
+
+def _absolute(retry_after: Any, now: datetime) -> datetime:
+    if isinstance(retry_after, datetime):
+        return retry_after
+    if isinstance(retry_after, timedelta):
+        return now + retry_after
+    return now + timedelta(seconds=float(retry_after))
+
+
+def _error_bytes(error: BaseException) -> bytes:
+    try:
+        return serialize(error, root="step error")
+    except SerializationError:
+        # An exception carrying unserializable args still fails the step, by name.
+        return serialize(FatalError(f"{type(error).__name__}: {error}"), root="step error")

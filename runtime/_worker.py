@@ -1,0 +1,170 @@
+"""Workers: claim orchestrator messages and run deliveries.
+
+A :class:`Worker` serves one World.  Each claimed message is one delivery
+(:func:`deliver`); the lease is renewed while it runs, and the message is acked
+when the delivery ends, released with a back-off when the World failed under
+it, and re-queued with a count when the replay diverged.  Runs whose deliveries
+died are recovered by the queue itself: an unacked message is redelivered, with
+the same id, once its lease expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import Any
+
+from durasim.worlds import Delivery, World, WorldError
+
+from ._client import Run
+from ._errors import RunNotFinished
+from ._orchestrator import ORCHESTRATOR_QUEUE, DeliveryReport, Limits, deliver, wake_message
+
+__all__ = ["Worker"]
+
+log = logging.getLogger("durasim.runtime")
+
+
+class Worker:
+    """Claims messages from a World's queue and runs them.
+
+    Args:
+        world: the World to serve.
+        limits: per-run limits.
+        lease_seconds: how long a claimed message stays ours without renewal.
+        concurrency: deliveries run at once by :meth:`serve`.
+    """
+
+    def __init__(
+        self,
+        world: World,
+        *,
+        limits: Limits | None = None,
+        lease_seconds: float = 30.0,
+        concurrency: int = 4,
+    ) -> None:
+        self.world = world
+        self.limits = limits or Limits()
+        self.lease_seconds = lease_seconds
+        self.concurrency = concurrency
+        self.reports: list[DeliveryReport] = []
+
+    async def run_one(self) -> DeliveryReport | None:
+        """Claim and run one due message; ``None`` when nothing is due."""
+        delivery = await self.world.queue.claim(
+            queue_prefix=ORCHESTRATOR_QUEUE, lease_seconds=self.lease_seconds
+        )
+        if delivery is None:
+            return None
+        return await self._handle(delivery)
+
+    async def drain(self, *, max_messages: int | None = None) -> int:
+        """Run due messages until none is due now; returns how many ran."""
+        count = 0
+        while max_messages is None or count < max_messages:
+            if await self.run_one() is None:
+                break
+            count += 1
+        return count
+
+    async def run_until_complete(self, run: Run, *, poll: float = 1.0) -> Any:
+        """Serve until ``run`` ends, sleeping (real time) until the next due message.
+
+        Returns the run's result or raises its failure, like :meth:`Run.result`.
+        """
+        while True:
+            await self.drain()
+            try:
+                return await run.result()
+            except RunNotFinished:
+                pass
+            due = await self.world.queue.next_due(queue_prefix=ORCHESTRATOR_QUEUE)
+            now = self.world.clock.now()
+            wait = poll if due is None else min(poll, max(0.0, (due - now).total_seconds()))
+            await asyncio.sleep(wait)
+
+    async def serve(self, *, stop: asyncio.Event, poll: float = 1.0) -> None:
+        """Serve until ``stop`` is set; in-flight deliveries finish first (graceful)."""
+        slots = asyncio.Semaphore(self.concurrency)
+        running: set[asyncio.Task[None]] = set()
+
+        async def one(delivery: Delivery) -> None:
+            try:
+                await self._handle(delivery)
+            finally:
+                slots.release()
+
+        while not stop.is_set():
+            await slots.acquire()
+            delivery = await self.world.queue.claim(
+                queue_prefix=ORCHESTRATOR_QUEUE, lease_seconds=self.lease_seconds
+            )
+            if delivery is None:
+                slots.release()
+                due = await self.world.queue.next_due(queue_prefix=ORCHESTRATOR_QUEUE)
+                now = self.world.clock.now()
+                wait = poll if due is None else min(poll, max(0.0, (due - now).total_seconds()))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=wait)
+                continue
+            task = asyncio.ensure_future(one(delivery))
+            running.add(task)
+            task.add_done_callback(running.discard)
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+
+    async def _handle(self, delivery: Delivery) -> DeliveryReport:
+        try:
+            payload = json.loads(delivery.payload)
+            run_id = str(payload["run"])
+            divergences = int(payload.get("divergences", 0))
+        except (ValueError, KeyError, TypeError):
+            log.error("dropping malformed message %s: %r", delivery.message_id, delivery.payload)
+            await self.world.queue.ack(delivery)
+            return DeliveryReport(run_id="?", status="finished")
+        renew = asyncio.ensure_future(self._renew(delivery))
+        try:
+            report = await deliver(
+                self.world,
+                run_id,
+                limits=self.limits,
+                attempt=delivery.attempt,
+                divergences=divergences,
+                message_id=delivery.message_id,
+            )
+        except WorldError as exc:
+            log.warning("run %s: delivery failed (%s); it will be retried", run_id, exc)
+            renew.cancel()
+            await self._settle(delivery, release_after=min(60.0, 2.0**delivery.attempt))
+            return DeliveryReport(run_id=run_id, status="retry")
+        finally:
+            renew.cancel()
+        if report.status == "retry":
+            await self.world.queue.enqueue(
+                ORCHESTRATOR_QUEUE,
+                wake_message(run_id, divergences=report.divergences),
+                run_id=run_id,
+                orchestrator=True,
+                delay=1.0,
+            )
+        await self._settle(delivery)
+        self.reports.append(report)
+        return report
+
+    async def _settle(self, delivery: Delivery, *, release_after: float | None = None) -> None:
+        try:
+            if release_after is None:
+                await self.world.queue.ack(delivery)
+            else:
+                await self.world.queue.release(delivery, delay=release_after)
+        except WorldError as exc:
+            log.info("message %s could not be settled (%s)", delivery.message_id, exc)
+
+    async def _renew(self, delivery: Delivery) -> None:
+        current = delivery
+        with contextlib.suppress(asyncio.CancelledError, WorldError):
+            while True:
+                await asyncio.sleep(self.lease_seconds / 3)
+                current = await self.world.queue.extend(current, lease_seconds=self.lease_seconds)
