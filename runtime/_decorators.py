@@ -17,7 +17,7 @@ import functools
 import inspect
 import types
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Generic, NoReturn, ParamSpec, Protocol, Self, TypeVar, overload
+from typing import Any, Generic, NoReturn, ParamSpec, Protocol, TypeVar, overload
 
 from ._authoring_errors import InvalidDefinition, WorkflowCallError
 from ._closures import closure_of
@@ -152,11 +152,10 @@ class StepFunction(Generic[P, R_co]):
             # whose __cause__ is this InvalidDefinition (3.12 lets it through).
             check_owner_hooks(definition, owner)
 
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> Self: ...
-    @overload
-    def __get__(self, instance: object, owner: type | None = None) -> Callable[..., R_co]: ...
-    def __get__(self, instance: object, owner: type | None = None) -> Any:
+    # Through a class or an instance the parameters are not checked: a type checker
+    # cannot tell an instance, static or class method under @step apart (it sees a
+    # plain function in each case), so only the result type is kept.
+    def __get__(self, instance: object, owner: type | None = None) -> Callable[..., R_co]:
         kind = self.definition.kind
         if kind == "staticmethod":
             return self
