@@ -1,9 +1,10 @@
 """durasim.runtime: durable workflows.
 
 Workflows and steps are declared with :func:`workflow` and :func:`step` (the
-authoring layer, ``_authoring``).  Everything that crosses a workflow/step boundary
-goes through :mod:`durasim.runtime.serialization`; its public names are
-re-exported here.
+authoring layer, ``_authoring``); :func:`start` / :func:`run` start runs and a
+:class:`Worker` serves them (the replay engine: ``_replay``, ``_orchestrator``).
+Everything that crosses a workflow/step boundary goes through
+:mod:`durasim.runtime.serialization`; its public names are re-exported here.
 """
 
 from ._authoring import (
@@ -24,6 +25,21 @@ from ._authoring import (
     workflow,
     workflow_definition,
 )
+from ._client import Run, get_run, start
+from ._determinism import now
+from ._errors import (
+    ReplayDivergence,
+    RunCancelledError,
+    RunNotFinished,
+    WorkflowFailed,
+    WorkflowSandboxError,
+)
+from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
+from ._orchestrator import DeliveryReport, Limits, deliver
+from ._run import default_world, run
+from ._waiting import as_completed, wait
+from ._waiting import route_stdlib as _route_stdlib
+from ._worker import Worker
 from .serialization import (
     MAX_DEPTH,
     PREFIX,
@@ -50,32 +66,56 @@ __all__ = [
     "Chain",
     "ClassRegistry",
     "DefinitionNotFound",
+    "DeliveryReport",
     "FatalError",
     "FrozenValues",
     "InvalidDefinition",
+    "Limits",
     "ManifestError",
     "MemoryRecordStore",
     "RecordStore",
     "Registered",
+    "ReplayDivergence",
     "RetryableError",
     "RevivedError",
+    "Run",
+    "RunCancelledError",
+    "RunNotFinished",
     "SerializationError",
     "StepCaller",
     "StepDef",
     "StepFunction",
+    "StepMetadata",
+    "Worker",
     "WorkflowCallError",
     "WorkflowDef",
+    "WorkflowFailed",
     "WorkflowFunction",
+    "WorkflowMetadata",
+    "WorkflowSandboxError",
+    "as_completed",
     "build_manifest",
     "default_class_id",
     "default_registry",
+    "default_world",
+    "deliver",
     "deserialize",
     "find_step",
     "find_workflow",
+    "get_run",
+    "get_step_metadata",
+    "get_workflow_metadata",
+    "now",
+    "run",
     "serializable",
     "serialize",
+    "start",
     "step",
     "step_definition",
+    "wait",
     "workflow",
     "workflow_definition",
 ]
+
+# Inside workflows, asyncio.wait / as_completed keep their arguments' order.
+_route_stdlib()

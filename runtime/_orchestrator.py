@@ -254,17 +254,15 @@ async def _deliver(
     while True:
         replay = _replay_cold(definition, run, writer, started)
         report.full_replays += 1
-        if replay is None:  # diverged
+        if isinstance(replay, ReplayDivergence):
             report.divergences += 1
             if report.divergences > limits.max_divergences:
-                await _fail(
-                    writer,
-                    FatalError(
-                        f"replay of run {run_id} diverged {report.divergences} times; the log "
-                        "does not match the workflow code"
-                    ),
-                    "CORRUPTED_EVENT_LOG",
+                error = FatalError(
+                    f"replay of run {run_id} diverged {report.divergences} times "
+                    f"({limits.max_divergences} recovery replays): {replay}"
                 )
+                error.__cause__ = replay
+                await _fail(writer, error, "CORRUPTED_EVENT_LOG")
                 report.status = "finished"
             else:
                 report.status = "retry"
@@ -283,7 +281,9 @@ async def _deliver(
         )
 
 
-def _replay_cold(definition: Any, run: Any, writer: _Writer, started: datetime) -> Replay | None:
+def _replay_cold(
+    definition: Any, run: Any, writer: _Writer, started: datetime
+) -> Replay | ReplayDivergence:
     replay = Replay(definition, run_id=writer.run_id, input=run.input, started_at=started)
     try:
         replay.begin()
@@ -294,7 +294,7 @@ def _replay_cold(definition: Any, run: Any, writer: _Writer, started: datetime) 
     except ReplayDivergence as exc:
         log.warning("%s", exc)
         writer.replay = None
-        return None
+        return exc
     return replay
 
 
