@@ -36,7 +36,7 @@ from ._errors import (
 )
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
 from ._orchestrator import DeliveryReport, Limits, deliver
-from ._run import default_world, run
+from ._run import DEFAULT_HOME, default_world, run
 from ._waiting import as_completed, wait
 from ._waiting import route_stdlib as _route_stdlib
 from ._worker import Worker
@@ -61,6 +61,7 @@ from .serialization import (
 )
 
 __all__ = [
+    "DEFAULT_HOME",
     "MAX_DEPTH",
     "PREFIX",
     "Chain",

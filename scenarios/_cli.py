@@ -1,6 +1,11 @@
 """The ``durasim`` command.
 
-Sub-commands grow with the project; today:
+* ``durasim run MODULE:WORKFLOW [ARGS...]``: start a workflow on the embedded
+  SQLite World in ``.durasim/`` (or ``--world FILE``), serve it until it ends and
+  print its result (arguments are JSON where they parse, else strings);
+* ``durasim worker [MODULE...]``: import the modules and serve the World until
+  SIGTERM/SIGINT (graceful: in-flight deliveries finish);
+* ``durasim inspect runs | run ID | events ID [--json]``: what the World holds;
 
 * ``durasim demo [--db PATH]``: journal one run's whole lifecycle (steps, a retry,
   a hook with a duplicate resume, a durable sleep) in the embedded SQLite World
@@ -29,8 +34,9 @@ from durasim.worlds import (
     FixedClock,
     SQLiteWorld,
     World,
-    WorldError,
 )
+
+from ._cli_runs import cmd_inspect, cmd_run, cmd_worker
 
 __all__ = ["main"]
 
@@ -150,15 +156,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         "manifest", help="print the workflows, steps and serializable classes under PATH"
     )
     manifest.add_argument("path", type=Path, help="a .py file, a package or a folder")
+    runp = sub.add_parser("run", help="run a workflow to its end and print its result")
+    runp.add_argument("target", help="module:workflow or path/to/file.py:workflow")
+    runp.add_argument("args", nargs="*", help="workflow arguments (JSON, else strings)")
+    runp.add_argument("--world", type=Path, default=None, help="SQLite World file")
+    runp.add_argument("--run-id", default=None, help="a run id (makes the start idempotent)")
+    workerp = sub.add_parser("worker", help="serve a World until SIGTERM")
+    workerp.add_argument("modules", nargs="*", help="modules that define the workflows")
+    workerp.add_argument("--world", type=Path, default=None, help="SQLite World file")
+    workerp.add_argument("--concurrency", type=int, default=4, help="deliveries at once")
+    inspectp = sub.add_parser("inspect", help="show runs, one run, or one run's events")
+    inspectp.add_argument("what", choices=["runs", "run", "events"])
+    inspectp.add_argument("run_id", nargs="?", help="the run (for run and events)")
+    inspectp.add_argument("--world", type=Path, default=None, help="SQLite World file")
+    inspectp.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
     if args.command == "manifest":
         return _manifest(args.path)
     try:
+        if args.command == "run":
+            return asyncio.run(
+                cmd_run(args.target, args.args, world_path=args.world, run_id=args.run_id)
+            )
+        if args.command == "worker":
+            return asyncio.run(
+                cmd_worker(args.modules, world_path=args.world, concurrency=args.concurrency)
+            )
+        if args.command == "inspect":
+            return asyncio.run(
+                cmd_inspect(args.what, args.run_id, world_path=args.world, as_json=args.json)
+            )
         if args.command == "demo":
             asyncio.run(_demo(args.db))
         else:
             asyncio.run(_log(args.path, args.run_id))
-    except WorldError as exc:
+    except DurasimError as exc:
         print(f"durasim {args.command}: {exc}", file=sys.stderr)
         return 1
     return 0

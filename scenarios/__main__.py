@@ -1,0 +1,7 @@
+"""``python -m durasim.scenarios``: the ``durasim`` command."""
+
+import sys
+
+from ._cli import main
+
+sys.exit(main())

@@ -1,0 +1,216 @@
+"""``durasim run``, ``durasim worker`` and ``durasim inspect``: the runtime from a shell."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import importlib.util
+import json
+import signal
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from durasim.runtime import (
+    DEFAULT_HOME,
+    Run,
+    Worker,
+    WorkflowFailed,
+    default_world,
+    deserialize,
+    get_run,
+    start,
+    workflow_definition,
+)
+from durasim.worlds import DurasimError, Event, SQLiteWorld, World
+
+__all__ = ["cmd_inspect", "cmd_run", "cmd_worker", "load_target", "parse_args"]
+
+
+def load_target(spec: str) -> Any:
+    """``module:name`` or ``path/to/file.py:name`` -> the object (the module is imported)."""
+    where, sep, name = spec.rpartition(":")
+    if not sep or not where or not name:
+        raise DurasimError(
+            f"{spec!r} does not name a workflow: write module:workflow or path/to/file.py:workflow"
+        )
+    module = import_module(where)
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        raise DurasimError(f"{where} has no attribute {name!r}") from None
+
+
+def import_module(where: str) -> Any:
+    """Import a module by dotted name (the current directory first) or by file path."""
+    if where.endswith(".py") or "/" in where:
+        path = Path(where).resolve()
+        if not path.is_file():
+            raise DurasimError(f"no such file: {where}")
+        sys.path.insert(0, str(path.parent))
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module
+        spec.loader.exec_module(module)
+        return module
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        return importlib.import_module(where)
+    except ImportError as exc:
+        raise DurasimError(f"cannot import {where}: {exc}") from exc
+
+
+def parse_args(values: Sequence[str]) -> list[Any]:
+    """Workflow arguments from the command line: JSON where it parses, else strings."""
+    parsed: list[Any] = []
+    for value in values:
+        try:
+            parsed.append(json.loads(value))
+        except ValueError:
+            parsed.append(value)
+    return parsed
+
+
+def _world(path: Path | None) -> SQLiteWorld:
+    return default_world() if path is None else SQLiteWorld(path)
+
+
+async def cmd_run(
+    spec: str, values: Sequence[str], *, world_path: Path | None, run_id: str | None
+) -> int:
+    """Start a workflow and serve it here until it ends; print its result as JSON."""
+    target = load_target(spec)
+    workflow_definition(target)  # a clear error if it is not a @workflow
+    world = _world(world_path)
+    try:
+        run = await start(target, *parse_args(values), world=world, run_id=run_id)
+        print(f"run {run.run_id} started", file=sys.stderr)
+        try:
+            result = await Worker(world).run_until_complete(run)
+        except WorkflowFailed as exc:
+            print(f"run {run.run_id} failed: {exc}", file=sys.stderr)
+            return 1
+        print(json.dumps(result, default=repr, indent=2, sort_keys=True))
+        return 0
+    finally:
+        await world.close()
+
+
+async def cmd_worker(modules: Sequence[str], *, world_path: Path | None, concurrency: int) -> int:
+    """Serve a World until SIGTERM/SIGINT; in-flight deliveries finish first."""
+    for module in modules:
+        import_module(module)
+    world = _world(world_path)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    print(f"durasim worker: serving {getattr(world, 'path', world)}", file=sys.stderr)
+    try:
+        await Worker(world, concurrency=concurrency).serve(stop=stop)
+    finally:
+        await world.close()
+    print("durasim worker: stopped", file=sys.stderr)
+    return 0
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        try:
+            return {"decoded": repr(deserialize(value))}
+        except DurasimError:
+            return {"bytes": len(value)}
+    if isinstance(value, tuple | list):
+        return [_json_value(v) for v in value]
+    return value
+
+
+def _event_json(event: Event) -> dict[str, Any]:
+    return {
+        "seq": event.seq,
+        "type": event.type.value,
+        "correlation_id": event.correlation_id,
+        "in_band": event.in_band,
+        "created_at": event.created_at.isoformat(),
+        "data": {k: _json_value(v) for k, v in event.data.items()},
+    }
+
+
+async def _run_json(run: Run, world: World) -> dict[str, Any]:
+    row = await world.runs.get(run.run_id)
+    steps = await world.steps.list(run.run_id)
+    return {
+        "run_id": row.run_id,
+        "workflow": row.workflow_name,
+        "status": row.status.value,
+        "created_at": row.created_at.isoformat(),
+        "completed_at": row.completed_at.isoformat() if row.completed_at else None,
+        "output": _json_value(row.output) if row.output is not None else None,
+        "error": _json_value(row.error) if row.error is not None else None,
+        "error_code": row.error_code,
+        "steps": [
+            {"step_id": s.step_id, "status": s.status.value, "attempt": s.attempt} for s in steps
+        ],
+    }
+
+
+async def cmd_inspect(
+    what: str, run_id: str | None, *, world_path: Path | None, as_json: bool
+) -> int:
+    """``runs``, ``run ID`` or ``events ID``: what the World holds."""
+    path = world_path or DEFAULT_HOME / "world.db"
+    if not path.exists():
+        raise DurasimError(f"no World at {path}: run a workflow first, or pass --world")
+    world = SQLiteWorld(path)
+    try:
+        if what == "runs":
+            rows = []
+            cursor = None
+            while True:
+                page = await world.runs.list(cursor=cursor)
+                rows += [
+                    {"run_id": r.run_id, "status": r.status.value, "workflow": r.workflow_name}
+                    for r in page.runs
+                ]
+                cursor = page.cursor
+                if cursor is None:
+                    break
+            if as_json:
+                print(json.dumps(rows, indent=2))
+            for row in [] if as_json else rows:
+                print(f"{row['run_id']}  {row['status']:<10} {row['workflow']}")
+            return 0
+        if run_id is None:
+            raise DurasimError(f"durasim inspect {what} needs a run id")
+        run = get_run(run_id, world=world)
+        if what == "run":
+            body = await _run_json(run, world)
+            if as_json:
+                print(json.dumps(body, indent=2))
+            else:
+                print(f"{body['run_id']}  {body['status']}  {body['workflow']}")
+                for step in body["steps"]:
+                    print(f"  {step['step_id']:<60} {step['status']:<10} attempt {step['attempt']}")
+                if body["output"] is not None:
+                    print(f"  output: {body['output']}")
+                if body["error"] is not None:
+                    print(f"  error ({body['error_code']}): {body['error']}")
+            return 0
+        events = [_event_json(e) for e in await run.events()]
+        if as_json:
+            print(json.dumps(events, indent=2))
+        for event in [] if as_json else events:
+            band = "in-band" if event["in_band"] else "       "
+            subject = event["correlation_id"] or ""
+            print(f"#{event['seq']:<5} {event['type']:<15} {band} {subject}")
+        return 0
+    finally:
+        await world.close()
