@@ -93,7 +93,7 @@ class DeliveryReport:
     """What one delivery did (for workers, tests and benchmarks)."""
 
     run_id: str
-    status: str = "suspended"  # suspended | finished | superseded | retry
+    status: str = "suspended"  # suspended | finished | superseded | retry | unavailable
     events_written: int = 0
     steps_run: int = 0
     full_replays: int = 0
@@ -237,15 +237,16 @@ async def _deliver(
         )
         report.status = "finished"
         return
-    if not any(e.type is T.RUN_STARTED for e in events):
-        await writer.write(EventRequest.of("run_started"))
     try:
         definition = find_workflow(run.workflow_name)
     except LookupError as exc:
-        log.error("run %s: %s", run_id, exc)
-        await _fail(writer, exc, "RUNTIME_ERROR")
-        report.status = "finished"
+        # Another worker may have the code: give the message back (after
+        # max_deliveries the run fails above, MAX_DELIVERIES_EXCEEDED).
+        log.error("run %s: %s; leaving it to a worker that has it", run_id, exc)
+        report.status = "unavailable"
         return
+    if not any(e.type is T.RUN_STARTED for e in events):
+        await writer.write(EventRequest.of("run_started"))
     await _complete_due_waits(world, writer)
     started = next(e for e in events if e.type is T.RUN_STARTED).created_at
     metadata = WorkflowMetadata(

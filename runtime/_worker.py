@@ -141,6 +141,10 @@ class Worker:
             return DeliveryReport(run_id=run_id, status="retry")
         finally:
             renew.cancel()
+        if report.status == "unavailable":
+            await self._settle(delivery, release_after=min(60.0, 2.0**delivery.attempt))
+            self.reports.append(report)
+            return report
         if report.status == "retry":
             await self.world.queue.enqueue(
                 ORCHESTRATOR_QUEUE,

@@ -267,3 +267,24 @@ async def test_start_with_a_run_id_is_idempotent(world: World, clock: FixedClock
     await run_to_end(world, clock, first)
     assert await second.result() == 3
     assert sum(1 for e in await first.events() if e.type.value == "run_created") == 1
+
+
+async def test_a_worker_without_the_workflow_gives_the_message_back(
+    world: World, clock: FixedClock
+) -> None:
+    from durasim.runtime._orchestrator import ORCHESTRATOR_QUEUE, wake_message
+    from durasim.worlds import EventRequest
+
+    await world.events.create(
+        "elsewhere",
+        EventRequest.of("run_created", workflow_name="workflow//not_here//flow", input=b""),
+    )
+    await world.queue.enqueue(
+        ORCHESTRATOR_QUEUE, wake_message("elsewhere"), run_id="elsewhere", orchestrator=True
+    )
+    worker = Worker(world)
+    await worker.drain()
+    assert [r.status for r in worker.reports] == ["unavailable"]
+    (message,) = await world.queue.messages()
+    assert message.available_at > clock.now()  # released with a back-off, not acked
+    assert (await world.runs.get("elsewhere")).status is RunStatus.PENDING
