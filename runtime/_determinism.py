@@ -108,6 +108,20 @@ def _redirect_clock(name: str, scale: float, cast: Callable[[float], Any]) -> No
     setattr(time, name, redirected)
 
 
+def _refuse_when_active(module: Any, name: str, event: str) -> None:
+    """Wrap ``module.name`` so it raises inside workflow code (Python 3.11 has no audit
+    event for ``time.sleep`` or for starting a thread)."""
+    original = getattr(module, name)
+
+    @functools.wraps(original)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        if active() is not None:
+            _audit(event, args)
+        return original(*args, **kwargs)
+
+    setattr(module, name, guarded)
+
+
 def _uuid4() -> uuid.UUID:
     run = active()
     if run is None:
@@ -170,5 +184,7 @@ def _install_once() -> None:
         _redirect_clock("perf_counter", 1.0, float)
         _redirect_clock("time_ns", 1e9, int)
         uuid.uuid4 = _uuid4
+        _refuse_when_active(time, "sleep", "time.sleep")
+        _refuse_when_active(threading, "_start_new_thread", "_thread.start_new_thread")
         sys.addaudithook(_audit)
         _installed = True

@@ -1,0 +1,209 @@
+"""Engine features: custom-class arguments, nested and method steps, sandbox, limits, wake-up."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+
+import attrs
+import pytest
+from _drive import run_to_end
+
+from durasim.runtime import (
+    Limits,
+    Worker,
+    WorkflowFailed,
+    serializable,
+    start,
+    step,
+    workflow,
+)
+from durasim.worlds import FixedClock, RunStatus, World
+
+
+@serializable
+@attrs.frozen
+class Cart:
+    owner: str
+    items: tuple[str, ...] = ()
+
+    def with_item(self, item: str) -> Cart:
+        return attrs.evolve(self, items=(*self.items, item))
+
+
+@step
+def add_item(cart: Cart, item: str) -> Cart:
+    return cart.with_item(item)
+
+
+@workflow
+async def fill_cart(n: int) -> Cart:
+    cart = Cart(owner="ada")
+    for i in range(n):
+        cart = await add_item(cart, f"item-{i}")
+    return cart
+
+
+async def test_custom_class_arguments_never_force_a_full_replay(
+    world: World, clock: FixedClock
+) -> None:
+    """Seed 003: a custom-class argument per iteration; the run replays from the top once."""
+    run = await start(fill_cart, 40, world=world)
+    worker = await run_to_end(world, clock, run)
+    cart = await run.result()
+    assert cart == Cart(owner="ada", items=tuple(f"item-{i}" for i in range(40)))
+    assert sum(r.full_replays for r in worker.reports) == 1
+    assert sum(r.steps_run for r in worker.reports) == 40
+
+
+@workflow
+async def nested_closure(prefix: str) -> tuple[list[str], list[str]]:
+    seen: list[str] = ["kept"]
+
+    @step
+    def label(n: int) -> list[str]:
+        seen.append("changed inside the step")  # a copy: the workflow's list is untouched
+        return [f"{prefix}-{n}", *seen]
+
+    first = await label(1)
+    return first, seen
+
+
+async def test_nested_steps_carry_captured_values_by_value(world: World, clock: FixedClock) -> None:
+    run = await start(nested_closure, "order", world=world)
+    await run_to_end(world, clock, run)
+    first, seen = await run.result()
+    assert first == ["order-1", "kept", "changed inside the step"]
+    assert seen == ["kept"]
+
+
+@serializable
+@attrs.frozen
+class Account:
+    name: str
+    balance: int
+
+    @step
+    def deposited(self, amount: int) -> int:
+        return self.balance + amount
+
+    @step
+    @staticmethod
+    def fee(amount: int) -> int:
+        return amount // 10
+
+
+@workflow
+async def method_steps() -> tuple[int, int]:
+    account = Account(name="ada", balance=100)
+    return await account.deposited(50), await Account.fee(50)
+
+
+async def test_method_and_static_steps_run_in_a_workflow(world: World, clock: FixedClock) -> None:
+    run = await start(method_steps, world=world)
+    await run_to_end(world, clock, run)
+    assert await run.result() == (150, 5)
+    names = {e.data["step_name"] for e in await run.events() if e.type.value == "step_created"}
+    assert names == {
+        "step//test_engine_features//Account#deposited",
+        "step//test_engine_features//Account.fee",
+    }
+
+
+@workflow
+async def misbehaves(what: str) -> None:
+    if what == "sleep":
+        time.sleep(0.001)  # noqa: ASYNC251 -- the point of the test
+    elif what == "thread":
+        threading.Thread(target=print).start()
+    elif what == "socket":
+        socket.socket()
+
+
+@pytest.mark.parametrize(
+    ("what", "hint"),
+    [
+        ("sleep", "asyncio.sleep"),
+        ("thread", "asyncio tasks"),
+        ("socket", "network I/O inside a @step"),
+    ],
+)
+async def test_the_sandbox_names_the_call_and_the_alternative(
+    world: World, clock: FixedClock, what: str, hint: str
+) -> None:
+    run = await start(misbehaves, what, world=world)
+    await run_to_end(world, clock, run)
+    with pytest.raises(WorkflowFailed) as caught:
+        await run.result()
+    assert hint in str(caught.value.__cause__)
+
+
+@workflow
+async def signals() -> list[str]:
+    ready = asyncio.Event()
+    log: list[str] = []
+
+    async def waiter() -> None:
+        await ready.wait()
+        log.append("woken")
+
+    task = asyncio.create_task(waiter())
+    await asyncio.sleep(1)
+    ready.set()
+    await task
+    try:
+        await asyncio.wait_for(asyncio.Event().wait(), timeout=5)
+    except TimeoutError:
+        log.append("timed out")
+    return log
+
+
+async def test_events_tasks_and_timeouts_work_and_replay(world: World, clock: FixedClock) -> None:
+    run = await start(signals, world=world)
+    await run_to_end(world, clock, run)
+    assert await run.result() == ["woken", "timed out"]
+    waits = [e for e in await run.events() if e.type.value == "wait_created"]
+    assert [e.correlation_id for e in waits] == ["sleep#1", "sleep#2"]
+
+
+@step
+def tick(i: int) -> int:
+    return i
+
+
+@workflow
+async def long_loop(n: int) -> int:
+    for i in range(n):
+        await tick(i)
+    return n
+
+
+async def test_max_events_fails_the_run(world: World, clock: FixedClock) -> None:
+    run = await start(long_loop, 100, world=world)
+    worker = Worker(world, limits=Limits(max_events=30))
+    await worker.drain()
+    assert await run.status() is RunStatus.FAILED
+    with pytest.raises(WorkflowFailed) as caught:
+        await run.result()
+    assert caught.value.error_code == "MAX_EVENTS_EXCEEDED"  # type: ignore[attr-defined]
+    assert len(await run.events()) <= 31
+
+
+@workflow
+async def naps() -> str:
+    await asyncio.sleep(24 * 3600)
+    return "rested"
+
+
+async def test_wake_up_fires_due_sleeps_now(world: World, clock: FixedClock) -> None:
+    run = await start(naps, world=world)
+    worker = Worker(world)
+    await worker.drain()
+    assert await run.status() is RunStatus.RUNNING
+    assert await run.wake_up() == 1
+    await worker.drain()  # no clock jump: the sleep was completed early
+    assert await run.result() == "rested"
+    completed = next(e for e in await run.events() if e.type.value == "wait_completed")
+    assert completed.data.get("early") is True
