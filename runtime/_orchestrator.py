@@ -77,15 +77,12 @@ class Limits:
         max_divergences: recovery replays after a divergence before the run fails
             (``CORRUPTED_EVENT_LOG``).
         inline_steps: step bodies a delivery runs at once.
-        replay_budget: seconds of replay (not step bodies) one delivery may spend
-            before it hands over to a fresh delivery.
     """
 
     max_events: int = 25_000
     max_deliveries: int = 48
     max_divergences: int = 3
     inline_steps: int = 8
-    replay_budget: float = 240.0
 
 
 @attrs.define
