@@ -121,37 +121,42 @@ class _Writer:
         self.lock = asyncio.Lock()
 
     async def write(self, request: EventRequest) -> Event | None:
-        async with self.lock:
-            try:
-                result = await self.world.events.create(
-                    self.run_id,
-                    request,
-                    in_band=True,
-                    expected_seq_in_band=self.expected,
-                    seen_seq=len(self.events),
-                )
-            except InBandSuperseded as exc:
-                raise _Superseded(str(exc)) from exc
-            self.expected += result.allocated
-            mine = [result.event] if result.allocated and result.event is not None else []
-            self._absorb(result.unseen, mine)
-            return result.event
+        """One in-band event; ``None`` if the World appended nothing (a tolerated repeat)."""
+        written = await self._commit([request], batch=False)
+        return written[0] if written else None
 
     async def write_batch(self, requests: list[EventRequest]) -> list[Event]:
+        """In-band events at consecutive positions, atomically."""
+        return await self._commit(requests, batch=True)
+
+    async def _commit(self, requests: list[EventRequest], *, batch: bool) -> list[Event]:
         async with self.lock:
+            expected, seen = self.expected, len(self.events)
             try:
-                result = await self.world.events.create_batch(
-                    self.run_id,
-                    requests,
-                    in_band=True,
-                    expected_seq_in_band=self.expected,
-                    seen_seq=len(self.events),
-                )
+                if batch:
+                    many = await self.world.events.create_batch(
+                        self.run_id,
+                        requests,
+                        in_band=True,
+                        expected_seq_in_band=expected,
+                        seen_seq=seen,
+                    )
+                    unseen, mine = many.unseen, list(many.events)
+                else:
+                    one = await self.world.events.create(
+                        self.run_id,
+                        requests[0],
+                        in_band=True,
+                        expected_seq_in_band=expected,
+                        seen_seq=seen,
+                    )
+                    unseen = one.unseen
+                    mine = [one.event] if one.allocated and one.event is not None else []
             except InBandSuperseded as exc:
                 raise _Superseded(str(exc)) from exc
-            self.expected += result.allocated
-            self._absorb(result.unseen, list(result.events))
-            return list(result.events)
+            self.expected += len(mine)
+            self._absorb(unseen, mine)
+            return mine
 
     def _absorb(self, unseen: tuple[Event, ...], mine: list[Event]) -> None:
         if unseen:

@@ -19,6 +19,7 @@ from typing import Protocol
 import attrs
 
 from ._entities import (
+    EventResult,
     Hook,
     HookStatus,
     Run,
@@ -136,6 +137,19 @@ class Plan:
     waits: dict[str, Wait] = attrs.field(factory=dict)
     canonical: Event | None = None
     touched: Step | Hook | Wait | None = None
+
+    def result(self, unseen: tuple[Event, ...]) -> EventResult:
+        """The answer to the single write this plan decided."""
+        touched = self.touched
+        return EventResult(
+            event=self.events[0] if self.events else self.canonical,
+            run=self.run,
+            step=touched if isinstance(touched, Step) else None,
+            hook=touched if isinstance(touched, Hook) else None,
+            wait=touched if isinstance(touched, Wait) else None,
+            unseen=unseen,
+            allocated=len(self.events),
+        )
 
 
 class _Overlay:

@@ -333,16 +333,7 @@ class _Events(_Facet):
         )
         unseen = w._unseen(run_id, seen_seq, plan.before) if plan.events else ()
         w._store(run_id, plan)
-        touched = plan.touched
-        return EventResult(
-            event=plan.events[0] if plan.events else plan.canonical,
-            run=plan.run,
-            step=touched if isinstance(touched, Step) else None,
-            hook=touched if isinstance(touched, Hook) else None,
-            wait=touched if isinstance(touched, Wait) else None,
-            unseen=unseen,
-            allocated=len(plan.events),
-        )
+        return plan.result(unseen)
 
     async def create_batch(
         self,
