@@ -1,20 +1,60 @@
-"""Driving runs to their end in virtual time (no wall-clock sleeps)."""
+"""Driving runs to their end in virtual time (no wall-clock sleeps), then replaying them cold."""
 
 from __future__ import annotations
 
-from durasim.runtime._client import Run
-from durasim.runtime._worker import Worker
-from durasim.worlds import FixedClock, World
+from durasim.runtime import Run, Worker, find_workflow, serialize
+from durasim.runtime._replay import Replay
+from durasim.worlds import Event, EventType, FixedClock, World
+
+_TERMINAL = (EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED)
 
 
-async def run_to_end(world: World, clock: FixedClock, run: Run, *, max_rounds: int = 200) -> Worker:
-    """Serve ``run`` until it ends, jumping the clock to each next due message."""
+async def run_to_end(
+    world: World, clock: FixedClock, run: Run, *, max_rounds: int = 200, replay: bool = True
+) -> Worker:
+    """Serve ``run`` until it ends, jumping the clock to each next due message.
+
+    Then, unless ``replay=False``, replay the finished log cold and require the
+    same outcome (the determinism every engine test gets for free).
+    """
     worker = Worker(world)
     for _ in range(max_rounds):
         await worker.drain()
         if (await run.status()).terminal:
+            if replay:
+                check_cold_replay(await run.events())
             return worker
         due = await world.queue.next_due()
         assert due is not None, f"run {run.run_id} is stuck: nothing is queued"
         clock.current = max(clock.current, due)
     raise AssertionError(f"run {run.run_id} did not end in {max_rounds} rounds")
+
+
+def check_cold_replay(events: list[Event]) -> None:
+    """Replay a finished log (all but its terminal event) and compare the outcome."""
+    terminal = next(e for e in events if e.type in _TERMINAL)
+    if terminal.type is EventType.RUN_CANCELLED or terminal.data.get("error_code") not in (
+        None,
+        "USER_ERROR",
+    ):
+        return  # not the workflow's own outcome: nothing to reproduce
+    created = events[0]
+    started = next(e for e in events if e.type is EventType.RUN_STARTED)
+    replay = Replay(
+        find_workflow(created.data["workflow_name"]),
+        run_id=created.run_id,
+        input=created.data["input"],
+        started_at=started.created_at,
+    )
+    replay.begin()
+    for event in events:
+        if event.seq == terminal.seq:
+            break
+        replay.deliver(event)
+    assert replay.done, f"cold replay of {created.run_id} is still waiting at the end of its log"
+    ok, value = replay.outcome()
+    if terminal.type is EventType.RUN_COMPLETED:
+        assert ok, f"cold replay raised {value!r} where the run completed"
+        assert serialize(value) == terminal.data["output"], "cold replay returned another value"
+    else:
+        assert not ok, f"cold replay returned {value!r} where the run failed"

@@ -101,7 +101,7 @@ async def test_a_hole_in_the_log_fails_the_run_at_once(tmp_path: Path) -> None:
     db.commit()
     db.close()
     world = SQLiteWorld(path, clock=clock)
-    worker = await run_to_end(world, clock, get_run("holey", world=world))
+    worker = await run_to_end(world, clock, get_run("holey", world=world), replay=False)
     assert [r.status for r in worker.reports] == ["finished"]
     failed = await world.runs.get("holey")
     assert failed.status is RunStatus.FAILED
