@@ -328,7 +328,24 @@ async def _drive(  # noqa: PLR0917 -- one private call site
                 return "done"
             commands = replay.new_commands()
             if commands:
-                await writer.write_batch([_request(c) for c in commands])
+                # A new step that will run inline now is born running: its
+                # step_started rides in the same batch (one commit, not two).
+                capacity = limits.inline_steps - len(running)
+                requests: list[EventRequest] = []
+                for command in commands:
+                    requests.append(_request(command))
+                    if isinstance(command, StepCommand) and capacity > 0:
+                        requests.append(EventRequest.of("step_started", command.correlation_id))
+                        capacity -= 1
+                written = await writer.write_batch(requests)
+                for event in written:
+                    if event.type is T.STEP_STARTED and not writer.stale:
+                        state = replay.steps[event.correlation_id or ""]
+                        task = asyncio.ensure_future(
+                            _run_step(writer, state, metadata, world, started=event)
+                        )
+                        running[task] = state
+                        report.steps_run += 1
                 continue
             now = world.clock.now()
             busy = set(running.values())
@@ -357,9 +374,16 @@ async def _drive(  # noqa: PLR0917 -- one private call site
 
 
 async def _run_step(
-    writer: _Writer, state: StepState, metadata: WorkflowMetadata, world: World
+    writer: _Writer,
+    state: StepState,
+    metadata: WorkflowMetadata,
+    world: World,
+    *,
+    started: Event | None = None,
 ) -> StepOutcome | None:
-    started = await writer.write(EventRequest.of("step_started", state.correlation_id))
+    """Run one attempt inline: ``step_started`` (unless ``started`` was batched), body, outcome."""
+    if started is None:
+        started = await writer.write(EventRequest.of("step_started", state.correlation_id))
     if started is None or writer.stale:
         return None
     attempt = int(started.data.get("attempt", 1))

@@ -188,7 +188,9 @@ async def test_max_events_fails_the_run(world: World, clock: FixedClock) -> None
     with pytest.raises(WorkflowFailed) as caught:
         await run.result()
     assert caught.value.error_code == "MAX_EVENTS_EXCEEDED"  # type: ignore[attr-defined]
-    assert len(await run.events()) <= 31
+    # checked between writes: the writes in flight (a born-running step, its outcome) and
+    # run_failed may pass the limit by a few events
+    assert 30 <= len(await run.events()) <= 30 + 3
 
 
 @workflow
