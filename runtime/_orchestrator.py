@@ -7,9 +7,10 @@ A delivery (one queue message for a run) does, in order:
 3. complete every wait that is due (``wait_completed``);
 4. replay the workflow over the log (:class:`Replay`);
 5. then, until nothing is runnable: write the commands the workflow issued past
-   the end of the log (``step_created`` / ``wait_created``, one batch), run open
-   steps inline (``step_started``, the body, then its outcome), and feed every
-   event it writes to the SAME live replay — the workflow is never replayed from
+   the end of the log (``step_created`` / ``wait_created``, one batch, where a
+   step about to run inline is created running: ``step_started`` rides along),
+   run open steps inline (the body, then its outcome), and feed every event it
+   writes to the SAME live replay — the workflow is never replayed from
    the top again within a delivery, so an n-step loop costs O(n);
 6. finish with ``run_completed`` / ``run_failed``, or suspend: queue a wake-up
    for the earliest due wait or retry, and return.
