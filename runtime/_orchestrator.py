@@ -204,6 +204,11 @@ async def deliver(
     except _Superseded as exc:
         log.info("run %s: this delivery was superseded (%s); stopping", run_id, exc)
         report.status = "superseded"
+    except ReplayDivergence as exc:
+        # Met while feeding this delivery's own writes to the live replay.
+        log.warning("%s", exc)
+        report.divergences += 1
+        report.status = "retry"
     except RunExpired:
         report.status = "finished"
     except RunNotFound:

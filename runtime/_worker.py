@@ -134,8 +134,11 @@ class Worker:
                 divergences=divergences,
                 message_id=delivery.message_id,
             )
-        except WorldError as exc:
-            log.warning("run %s: delivery failed (%s); it will be retried", run_id, exc)
+        except Exception as exc:
+            # A World failure (or a bug) must not take the worker down: the message
+            # goes back with a back-off, and max_deliveries bounds the retries.
+            level = logging.WARNING if isinstance(exc, WorldError) else logging.ERROR
+            log.log(level, "run %s: delivery failed (%r); it will be retried", run_id, exc)
             renew.cancel()
             await self._settle(delivery, release_after=min(60.0, 2.0**delivery.attempt))
             return DeliveryReport(run_id=run_id, status="retry")
