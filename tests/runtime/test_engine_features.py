@@ -20,7 +20,7 @@ from durasim.runtime import (
     step,
     workflow,
 )
-from durasim.worlds import FixedClock, RunStatus, World
+from durasim.worlds import FixedClock, RunStatus, World, WorldError
 
 
 @serializable
@@ -209,3 +209,40 @@ async def test_wake_up_fires_due_sleeps_now(world: World, clock: FixedClock) -> 
     assert await run.result() == "rested"
     completed = next(e for e in await run.events() if e.type.value == "wait_completed")
     assert completed.data.get("early") is True
+
+
+class _FlakyEvents:
+    """The World's events facet, failing its n-th write with a WorldError."""
+
+    def __init__(self, inner: object, fail_at: int) -> None:
+        self._inner = inner
+        self._writes = 0
+        self._fail_at = fail_at
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    async def create(self, *args: object, **kwargs: object) -> object:
+        self._writes += 1
+        if self._writes == self._fail_at:
+            raise WorldError("the disk hiccuped")
+        return await self._inner.create(*args, **kwargs)  # type: ignore[attr-defined]
+
+
+async def test_a_world_failure_mid_delivery_is_retried_later(
+    world: World, clock: FixedClock
+) -> None:
+    run = await start(long_loop, 3, world=world)
+    flaky = _FlakyEvents(world.events, fail_at=3)
+    world.events = flaky  # type: ignore[misc]
+    worker = Worker(world)
+    await worker.drain()
+    assert worker.reports == []  # the failed delivery released its message with a back-off
+    assert await run.status() is RunStatus.RUNNING
+    due = await world.queue.next_due()
+    assert due is not None
+    clock.current = due
+    await worker.drain()
+    assert await run.result() == 3
+    kinds = [e.type.value for e in await run.events()]
+    assert kinds.count("step_completed") == 3
