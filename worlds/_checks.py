@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ._entities import Run, RunStatus
@@ -22,6 +22,7 @@ __all__ = [
     "clamp_start",
     "decode_run_cursor",
     "encode_run_cursor",
+    "event_time",
     "normalize_statuses",
     "run_sort_key",
 ]
@@ -146,3 +147,28 @@ def clamp_start(start: Any, length: int) -> int:
     if type(start) is not int:
         raise InvalidRequest(f"start must be an int, got {start!r}")
     return max(0, length + start) if start < 0 else start
+
+
+#: How far ahead of the World's clock a writer's ``occurred_at`` may be.
+MAX_CLOCK_SKEW = timedelta(minutes=5)
+
+
+def event_time(now: datetime, occurred_at: object, *, in_band: bool) -> datetime:
+    """The ``created_at`` of a write: the World's ``now``, or the writer's ``occurred_at``.
+
+    An orchestrator that hands an outcome to the workflow before the write commits
+    (running ahead) must record the time the workflow saw; only in-band writes may,
+    and not further ahead of the World's clock than :data:`MAX_CLOCK_SKEW`.
+    """
+    if occurred_at is None:
+        return now
+    if not in_band:
+        raise InvalidRequest("occurred_at is for in-band writes only: pass in_band=True")
+    if not isinstance(occurred_at, datetime) or occurred_at.tzinfo is None:
+        raise InvalidRequest(f"occurred_at must be an aware datetime, got {occurred_at!r}")
+    if occurred_at > now + MAX_CLOCK_SKEW:
+        raise InvalidRequest(
+            f"occurred_at {occurred_at.isoformat()} is more than {MAX_CLOCK_SKEW} ahead of the "
+            f"World's clock ({now.isoformat()}): fix the writer's clock"
+        )
+    return occurred_at

@@ -16,6 +16,7 @@ working for code that does not know durasim::
     │   ├── RunExpired                   the run is terminal; the write came too late
     │   ├── TooEarly                     step_started before the step's retry_after
     │   ├── InBandSuperseded             a stale orchestrator write: another owns the run
+    │   ├── StaleView                    expected_seq given, and events landed since
     │   ├── LeaseLost                    ack/release/extend with an expired or foreign lease
     │   ├── StreamClosed                 write to a closed stream
     │   └── CorruptedLog                 a stored log breaks the contract (a hole, a bad row)
@@ -42,6 +43,7 @@ __all__ = [
     "LeaseLost",
     "RunExpired",
     "RunNotFound",
+    "StaleView",
     "StepNotFound",
     "StreamClosed",
     "TooEarly",
@@ -133,6 +135,19 @@ class InBandSuperseded(WorldError):
 
     seq: int
     seq_in_band: int
+
+
+class StaleView(WorldError):
+    """A write carried ``expected_seq`` and the run's log has moved past it.
+
+    Nothing was written.  Used by writers that decided on a view of the log they
+    must not be wrong about (an orchestrator running ahead of its own commits).
+
+    Attributes:
+        seq: the run's current number of events.
+    """
+
+    seq: int
 
 
 class LeaseLost(WorldError):

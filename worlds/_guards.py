@@ -37,6 +37,7 @@ from ._errors import (
     InvalidRequest,
     RunExpired,
     RunNotFound,
+    StaleView,
     StepNotFound,
     TooEarly,
     WaitNotFound,
@@ -479,6 +480,22 @@ def _start_plan(view: StateView, run_id: str) -> Plan:
     return Plan(run=run, before=before, after=before)
 
 
+def _check_expected_seq(run_id: str, before: Snapshot, expected_seq: int | None) -> None:
+    if expected_seq is None:
+        return
+    if type(expected_seq) is not int or expected_seq < 0:
+        raise InvalidRequest(
+            f"expected_seq must be a non-negative int, got {expected_seq!r}", run_id=run_id
+        )
+    if expected_seq != before.seq:
+        raise StaleView(
+            f"run {run_id!r}: the write expected the log at #{expected_seq} but it is at "
+            f"#{before.seq}; reload the log and decide again",
+            run_id=run_id,
+            seq=before.seq,
+        )
+
+
 def plan_write(
     view: StateView,
     run_id: str,
@@ -487,10 +504,12 @@ def plan_write(
     *,
     in_band: bool,
     expected_seq_in_band: int | None,
+    expected_seq: int | None = None,
 ) -> Plan:
     """Decide one write to an existing run (not ``run_created``)."""
     plan = _start_plan(view, run_id)
     _check_fence(run_id, plan.before, in_band=in_band, expected_seq_in_band=expected_seq_in_band)
+    _check_expected_seq(run_id, plan.before, expected_seq)
     _plan_one(_Overlay(view, plan), plan, request, at, in_band=in_band, in_batch=False)
     return plan
 
@@ -503,6 +522,7 @@ def plan_batch(
     *,
     in_band: bool,
     expected_seq_in_band: int | None,
+    expected_seq: int | None = None,
 ) -> Plan:
     """Decide a batch: every request legal in order, one event each, or nothing."""
     if not requests:
@@ -530,6 +550,7 @@ def plan_batch(
         entities[cid] = request.type
     plan = _start_plan(view, run_id)
     _check_fence(run_id, plan.before, in_band=in_band, expected_seq_in_band=expected_seq_in_band)
+    _check_expected_seq(run_id, plan.before, expected_seq)
     overlay = _Overlay(view, plan)
     for request in requests:
         count = len(plan.events)

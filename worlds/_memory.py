@@ -8,6 +8,7 @@ returns can change what it stores (every value is frozen).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 import attrs
 
@@ -16,6 +17,7 @@ from ._checks import (
     check_request,
     decode_run_cursor,
     encode_run_cursor,
+    event_time,
     normalize_statuses,
     run_sort_key,
 )
@@ -308,10 +310,12 @@ class _Events(_Facet):
         in_band: bool = False,
         expected_seq_in_band: int | None = None,
         seen_seq: int | None = None,
+        occurred_at: datetime | None = None,
+        expected_seq: int | None = None,
     ) -> EventResult:
         w = self._w
         request = check_request(request)
-        now = w._clock.now()
+        now = event_time(w._clock.now(), occurred_at, in_band=in_band)
         if request.type is EventType.RUN_CREATED:
             run_id = check_run_id(run_id) if run_id is not None else w._ids.new_id("wrun")
             existing = w._runs.get(run_id)
@@ -330,6 +334,7 @@ class _Events(_Facet):
             now,
             in_band=in_band,
             expected_seq_in_band=expected_seq_in_band,
+            expected_seq=expected_seq,
         )
         unseen = w._unseen(run_id, seen_seq, plan.before) if plan.events else ()
         w._store(run_id, plan)
@@ -343,6 +348,8 @@ class _Events(_Facet):
         in_band: bool = False,
         expected_seq_in_band: int | None = None,
         seen_seq: int | None = None,
+        occurred_at: datetime | None = None,
+        expected_seq: int | None = None,
     ) -> BatchResult:
         w = self._w
         checked = [check_request(r) for r in requests]
@@ -351,9 +358,10 @@ class _Events(_Facet):
             _View(w, record),
             run_id,
             checked,
-            w._clock.now(),
+            event_time(w._clock.now(), occurred_at, in_band=in_band),
             in_band=in_band,
             expected_seq_in_band=expected_seq_in_band,
+            expected_seq=expected_seq,
         )
         unseen = w._unseen(run_id, seen_seq, plan.before)
         w._store(run_id, plan)

@@ -88,6 +88,8 @@ class EventsFacet(Protocol):
         in_band: bool = False,
         expected_seq_in_band: int | None = None,
         seen_seq: int | None = None,
+        occurred_at: datetime | None = None,
+        expected_seq: int | None = None,
     ) -> EventResult:
         """Append one event at the next free position, or refuse with a typed error.
 
@@ -96,7 +98,10 @@ class EventsFacet(Protocol):
         ``expected_seq_in_band`` of the snapshot it loaded; a stale one raises
         :class:`InBandSuperseded` and allocates nothing.  ``seen_seq`` is how
         many events the writer has seen: the result's ``unseen`` holds the events
-        after it that precede the new one (bump and report).
+        after it that precede the new one (bump and report).  ``expected_seq``
+        makes the write strict instead: refused with :class:`StaleView` unless the
+        log holds exactly that many events.  ``occurred_at`` (in-band only) is
+        recorded as the events' ``created_at`` instead of the World's clock.
         """
         ...
 
@@ -108,6 +113,8 @@ class EventsFacet(Protocol):
         in_band: bool = False,
         expected_seq_in_band: int | None = None,
         seen_seq: int | None = None,
+        occurred_at: datetime | None = None,
+        expected_seq: int | None = None,
     ) -> BatchResult:
         """Append every request at consecutive positions, atomically, or none of them."""
         ...

@@ -22,6 +22,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,6 +33,7 @@ from ._checks import (
     check_request,
     decode_run_cursor,
     encode_run_cursor,
+    event_time,
     normalize_statuses,
 )
 from ._entities import (
@@ -612,6 +614,8 @@ class _Events(_Facet):
         in_band: bool = False,
         expected_seq_in_band: int | None = None,
         seen_seq: int | None = None,
+        occurred_at: datetime | None = None,
+        expected_seq: int | None = None,
     ) -> EventResult:
         w = self._w
         request = check_request(request)
@@ -620,7 +624,8 @@ class _Events(_Facet):
             with w._write() as db:
                 row = db.execute(sql.SELECT_RUN, (run_id,)).fetchone()
                 existing = None if row is None else codec.run_from_row(row)
-                plan = plan_create_run(run_id, request, w._clock.now(), existing)
+                at = event_time(w._clock.now(), occurred_at, in_band=in_band)
+                plan = plan_create_run(run_id, request, at, existing)
                 w._store(db, plan, original=None)
             w._remember(plan)
             return EventResult(event=plan.events[0], run=plan.run, allocated=1)
@@ -635,9 +640,10 @@ class _Events(_Facet):
                 _View(db, run_id, run, counters),
                 run_id,
                 request,
-                w._clock.now(),
+                event_time(w._clock.now(), occurred_at, in_band=in_band),
                 in_band=in_band,
                 expected_seq_in_band=expected_seq_in_band,
+                expected_seq=expected_seq,
             )
             unseen = w._unseen(db, run_id, seen_seq, plan.before) if plan.events else ()
             if plan.events:
@@ -654,6 +660,8 @@ class _Events(_Facet):
         in_band: bool = False,
         expected_seq_in_band: int | None = None,
         seen_seq: int | None = None,
+        occurred_at: datetime | None = None,
+        expected_seq: int | None = None,
     ) -> BatchResult:
         w = self._w
         checked = [check_request(r) for r in requests]
@@ -668,9 +676,10 @@ class _Events(_Facet):
                 view,
                 run_id,
                 checked,
-                w._clock.now(),
+                event_time(w._clock.now(), occurred_at, in_band=in_band),
                 in_band=in_band,
                 expected_seq_in_band=expected_seq_in_band,
+                expected_seq=expected_seq,
             )
             unseen = w._unseen(db, run_id, seen_seq, plan.before)
             w._store(db, plan, original=run)

@@ -440,3 +440,53 @@ async def test_capabilities_are_declared(world: World) -> None:
     assert caps.queue
     assert caps.streams
     assert not caps.power_safe or caps.durable
+
+
+# --- strict writes and writer time (run-ahead support) -----------------------------------
+
+
+async def test_expected_seq_refuses_a_write_after_the_log_moved(world: World) -> None:
+    from durasim.worlds import StaleView
+
+    run_id = await new_running_run(world)  # seq 2
+    accepted = await world.events.create(
+        run_id, req("step_created", "s1", step_name="a", input=b""), expected_seq=2
+    )
+    assert accepted.event is not None
+    assert accepted.event.seq == 3
+    before = await world_state(world)
+    with pytest.raises(StaleView) as caught:
+        await world.events.create_batch(
+            run_id, [req("step_created", "s2", step_name="a", input=b"")], expected_seq=2
+        )
+    assert caught.value.seq == 3  # type: ignore[attr-defined]
+    assert await world_state(world) == before
+
+
+async def test_occurred_at_becomes_the_in_band_events_time(world: World, clock: object) -> None:
+    run_id = await new_running_run(world)
+    page = await world.events.list(run_id)
+    moment = page.events[-1].created_at + timedelta(seconds=1)
+    result = await world.events.create_batch(
+        run_id,
+        [
+            req("step_created", "s1", step_name="a", input=b""),
+            req("step_started", "s1"),
+        ],
+        in_band=True,
+        expected_seq_in_band=page.snapshot.seq_in_band,
+        occurred_at=moment,
+    )
+    assert [e.created_at for e in result.events] == [moment, moment]
+    with pytest.raises(InvalidRequest, match="in-band writes only"):
+        await world.events.create(
+            run_id, req("step_completed", "s1", result=b""), occurred_at=moment
+        )
+    with pytest.raises(InvalidRequest, match="ahead of the World's clock"):
+        await world.events.create(
+            run_id,
+            req("step_completed", "s1", result=b""),
+            in_band=True,
+            expected_seq_in_band=page.snapshot.seq_in_band + 2,
+            occurred_at=moment + timedelta(days=1),
+        )
