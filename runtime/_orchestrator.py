@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +44,7 @@ from durasim.worlds import (
     InBandSuperseded,
     RunExpired,
     RunNotFound,
+    StaleView,
     World,
 )
 
@@ -126,11 +128,26 @@ class _Writer:
         written = await self._commit([request], batch=False)
         return written[0] if written else None
 
-    async def write_batch(self, requests: list[EventRequest]) -> list[Event]:
+    async def write_batch(
+        self,
+        requests: list[EventRequest],
+        *,
+        occurred_at: datetime | None = None,
+        expected_seq: int | None = None,
+    ) -> list[Event]:
         """In-band events at consecutive positions, atomically."""
-        return await self._commit(requests, batch=True)
+        return await self._commit(
+            requests, batch=True, occurred_at=occurred_at, expected_seq=expected_seq
+        )
 
-    async def _commit(self, requests: list[EventRequest], *, batch: bool) -> list[Event]:
+    async def _commit(
+        self,
+        requests: list[EventRequest],
+        *,
+        batch: bool,
+        occurred_at: datetime | None = None,
+        expected_seq: int | None = None,
+    ) -> list[Event]:
         async with self.lock:
             expected, seen = self.expected, len(self.events)
             try:
@@ -141,6 +158,8 @@ class _Writer:
                         in_band=True,
                         expected_seq_in_band=expected,
                         seen_seq=seen,
+                        occurred_at=occurred_at,
+                        expected_seq=expected_seq,
                     )
                     unseen, mine = many.unseen, list(many.events)
                 else:
@@ -165,7 +184,9 @@ class _Writer:
         for event in (*unseen, *mine):
             self.events.append(event)
             self.written += event in mine
-            if self.replay is not None and not self.stale:
+            # Events the replay already consumed were handed to it ahead of their
+            # commit (run-ahead); the caller compares them with what committed.
+            if self.replay is not None and not self.stale and event.seq > self.replay.consumed:
                 self.replay.deliver(event)
 
 
@@ -316,6 +337,18 @@ async def _drive(  # noqa: PLR0917 -- one private call site
     metadata: WorkflowMetadata,
 ) -> str:
     running: dict[asyncio.Task[StepOutcome | None], StepState] = {}
+
+    def launch(written: list[Event]) -> None:
+        """Start the bodies of the steps these events created running."""
+        for event in written:
+            if event.type is T.STEP_STARTED and not writer.stale:
+                state = replay.steps[event.correlation_id or ""]
+                task = asyncio.ensure_future(
+                    _run_step(writer, state, metadata, world, started=event)
+                )
+                running[task] = state
+                report.steps_run += 1
+
     try:
         while True:
             if writer.stale:
@@ -343,15 +376,7 @@ async def _drive(  # noqa: PLR0917 -- one private call site
                     if isinstance(command, StepCommand) and capacity > 0:
                         requests.append(EventRequest.of("step_started", command.correlation_id))
                         capacity -= 1
-                written = await writer.write_batch(requests)
-                for event in written:
-                    if event.type is T.STEP_STARTED and not writer.stale:
-                        state = replay.steps[event.correlation_id or ""]
-                        task = asyncio.ensure_future(
-                            _run_step(writer, state, metadata, world, started=event)
-                        )
-                        running[task] = state
-                        report.steps_run += 1
+                launch(await writer.write_batch(requests))
                 continue
             now = world.clock.now()
             busy = set(running.values())
@@ -366,9 +391,21 @@ async def _drive(  # noqa: PLR0917 -- one private call site
             if not running:
                 break
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-            for task in sorted(done, key=lambda t: running[t].created_seq):
+            finished = sorted(done, key=lambda t: running[t].created_seq)
+            for task in finished:
                 del running[task]
-                task.result()  # re-raise _Superseded and infrastructure errors
+            for task in finished:
+                outcome = task.result()  # re-raises _Superseded and infrastructure errors
+                if outcome is None or writer.stale:
+                    continue
+                if task is finished[-1] and not running:
+                    # Nothing else in flight: hand the outcome to the workflow first
+                    # and commit it with whatever the workflow does next (one commit).
+                    if await _commit_ahead(world, writer, replay, outcome, limits, launch):
+                        report.status = "finished"
+                        return "done"
+                else:
+                    await _write_outcome(writer, outcome)
     finally:
         for task in running:
             task.cancel()
@@ -404,11 +441,84 @@ async def _run_step(
             now=world.clock.now(),
             workflow=metadata,
         )
-    try:
-        await writer.write(outcome.request)
-    except EntityConflict:
-        return None  # the step already has an outcome (a concurrent executor won)
     return outcome
+
+
+async def _write_outcome(writer: _Writer, outcome: StepOutcome) -> None:
+    # EntityConflict: the step already has an outcome (a concurrent executor won).
+    with contextlib.suppress(EntityConflict):
+        await writer.write(outcome.request)
+
+
+async def _commit_ahead(  # noqa: PLR0917 -- one private call site
+    world: World,
+    writer: _Writer,
+    replay: Replay,
+    outcome: StepOutcome,
+    limits: Limits,
+    launch: Callable[[list[Event]], None],
+) -> bool:
+    """Run ahead: feed a step's outcome before it commits, commit it with what follows.
+
+    The outcome is delivered to the live workflow as the event it will become
+    (next position, this moment as its time); the workflow's next commands (or
+    its end) are batched behind it, and the batch is written strictly: with the
+    time the workflow saw (``occurred_at``) and only if nothing else landed
+    (``expected_seq``).  If something did, the outcome is written alone and the
+    log replayed cold.  Returns whether the run ended.
+    """
+    at = world.clock.now()
+    request = outcome.request
+    provisional = Event(
+        run_id=writer.run_id,
+        seq=len(writer.events) + 1,
+        type=request.type,
+        created_at=at,
+        correlation_id=request.correlation_id,
+        in_band=True,
+        data=request.data,
+    )
+    try:
+        replay.deliver(provisional)
+    except ReplayDivergence as exc:
+        log.warning("%s", exc)
+        await _write_outcome(writer, outcome)
+        writer.stale = True
+        return False
+    requests = [request]
+    if replay.done:
+        requests.append(_terminal_request(replay))
+    else:
+        capacity = limits.inline_steps
+        for command in replay.new_commands():
+            requests.append(_request(command))
+            if isinstance(command, StepCommand) and capacity > 0:
+                requests.append(EventRequest.of("step_started", command.correlation_id))
+                capacity -= 1
+    try:
+        written = await writer.write_batch(
+            requests, occurred_at=at, expected_seq=provisional.seq - 1
+        )
+    except (StaleView, EntityConflict) as exc:
+        log.info("run %s: could not run ahead (%s); writing the outcome alone", writer.run_id, exc)
+        await _write_outcome(writer, outcome)
+        writer.stale = True  # the replay saw the outcome at a position it may not have
+        return False
+    if not written or written[0] != provisional:
+        writer.stale = True
+        return False
+    launch(written)
+    return replay.done
+
+
+def _terminal_request(replay: Replay) -> EventRequest:
+    ok, value = replay.outcome()
+    if ok:
+        try:
+            return EventRequest.of("run_completed", output=serialize(value, root="workflow result"))
+        except SerializationError as exc:
+            value = exc
+    return EventRequest.of("run_failed", error=_error_bytes(value), error_code="USER_ERROR")
 
 
 def _request(command: StepCommand | WaitCommand) -> EventRequest:
@@ -456,16 +566,7 @@ async def _schedule_wake(world: World, writer: _Writer, replay: Replay) -> datet
 
 
 async def _finish(writer: _Writer, replay: Replay) -> None:
-    ok, value = replay.outcome()
-    if ok:
-        try:
-            output = serialize(value, root="workflow result")
-        except SerializationError as exc:
-            await _fail(writer, exc, "USER_ERROR")
-            return
-        await writer.write(EventRequest.of("run_completed", output=output))
-        return
-    await _fail(writer, value, "USER_ERROR")
+    await writer.write(_terminal_request(replay))
 
 
 async def _fail(writer: _Writer, error: BaseException, code: str) -> None:

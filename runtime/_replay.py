@@ -128,6 +128,9 @@ class Replay:
         self._wait_count = 0
         self._order = 0
         self._task: asyncio.Task[Any] | None = None
+        self._uncreated: dict[str, StepState | WaitState] = {}
+        self._open_steps: dict[str, StepState] = {}
+        self._open_waits: dict[str, WaitState] = {}
         self.consumed = 0  # position of the last event delivered
 
     # -- driving --------------------------------------------------------------------
@@ -192,30 +195,30 @@ class Replay:
             return False, error
         return True, self._task.result()
 
+    # The three views below read small indexes kept up to date by the handlers,
+    # never the whole history: a delivery asks for them after every step, so a
+    # scan would make an n-step run O(n^2).
+
     def new_commands(self) -> list[StepCommand | WaitCommand]:
         """Commands the workflow issued that the log does not hold yet, in issue order."""
-        pending: list[tuple[int, StepCommand | WaitCommand]] = [
-            (s.order, StepCommand(s.correlation_id, s.definition, s.input))
-            for s in self.steps.values()
-            if not s.created and not s.future.cancelled()
-        ]
-        pending += [
-            (w.order, WaitCommand(w.correlation_id, w.resume_at))
-            for w in self.waits.values()
-            if not w.created and not w.handle.cancelled()
-        ]
-        return [command for _, command in sorted(pending, key=lambda p: p[0])]
+        commands: list[StepCommand | WaitCommand] = []
+        for state in self._uncreated.values():  # insertion order is issue order
+            if isinstance(state, StepState):
+                if not state.future.cancelled():
+                    commands.append(
+                        StepCommand(state.correlation_id, state.definition, state.input)
+                    )
+            elif not state.handle.cancelled():
+                commands.append(WaitCommand(state.correlation_id, state.resume_at))
+        return commands
 
     def open_steps(self) -> list[StepState]:
         """Steps in the log without an outcome, in creation order."""
-        return sorted(
-            (s for s in self.steps.values() if s.created and not s.done),
-            key=lambda s: s.created_seq,
-        )
+        return list(self._open_steps.values())
 
     def open_waits(self) -> list[WaitState]:
         """Waits in the log not completed yet."""
-        return [w for w in self.waits.values() if w.created and not w.done]
+        return list(self._open_waits.values())
 
     # -- StepCaller: workflow code calls a step ---------------------------------------
 
@@ -240,13 +243,15 @@ class Replay:
             root=f"{definition.name}(...)",
         )
         self._order += 1
-        self.steps[correlation_id] = StepState(
+        state = StepState(
             correlation_id=correlation_id,
             definition=definition,
             input=data,
             future=future,
             order=self._order,
         )
+        self.steps[correlation_id] = state
+        self._uncreated[correlation_id] = state
         return future
 
     # -- timers --------------------------------------------------------------------------
@@ -255,12 +260,14 @@ class Replay:
         self._wait_count += 1
         correlation_id = f"sleep#{self._wait_count}"
         self._order += 1
-        self.waits[correlation_id] = WaitState(
+        state = WaitState(
             correlation_id=correlation_id,
             resume_at=_moment(handle.when()),
             handle=handle,
             order=self._order,
         )
+        self.waits[correlation_id] = state
+        self._uncreated[correlation_id] = state
 
     def _timer_cancelled(self, handle: asyncio.TimerHandle) -> None:
         # The wait stays in the log if it is there; its completion is then inert.
@@ -303,6 +310,8 @@ class Replay:
             )
         state.created = True
         state.created_seq = event.seq
+        self._uncreated.pop(state.correlation_id, None)
+        self._open_steps[state.correlation_id] = state
 
     def _on_step_started(self, event: Event) -> None:
         state = self._step(event)
@@ -320,6 +329,7 @@ class Replay:
         if state.done:
             return  # first outcome in log order wins; later ones are inert
         state.done = True
+        self._open_steps.pop(state.correlation_id, None)
         if state.future.cancelled():
             return
         if event.type is T.STEP_COMPLETED:
@@ -340,12 +350,15 @@ class Replay:
         state = self._wait(event)
         state.created = True
         state.resume_at = event.data["resume_at"]  # the recorded time is the truth
+        self._uncreated.pop(state.correlation_id, None)
+        self._open_waits[state.correlation_id] = state
 
     def _on_wait_completed(self, event: Event) -> None:
         state = self._wait(event)
         if state.done:
             return
         state.done = True
+        self._open_waits.pop(state.correlation_id, None)
         self.loop.fire_timer(state.handle)
 
 

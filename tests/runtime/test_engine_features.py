@@ -212,7 +212,7 @@ async def test_wake_up_fires_due_sleeps_now(world: World, clock: FixedClock) -> 
 
 
 class _FlakyEvents:
-    """The World's events facet, failing its n-th write with a WorldError."""
+    """The World's events facet, failing its n-th write (single or batch) with a WorldError."""
 
     def __init__(self, inner: object, fail_at: int) -> None:
         self._inner = inner
@@ -222,11 +222,18 @@ class _FlakyEvents:
     def __getattr__(self, name: str) -> object:
         return getattr(self._inner, name)
 
-    async def create(self, *args: object, **kwargs: object) -> object:
+    def _count(self) -> None:
         self._writes += 1
         if self._writes == self._fail_at:
             raise WorldError("the disk hiccuped")
+
+    async def create(self, *args: object, **kwargs: object) -> object:
+        self._count()
         return await self._inner.create(*args, **kwargs)  # type: ignore[attr-defined]
+
+    async def create_batch(self, *args: object, **kwargs: object) -> object:
+        self._count()
+        return await self._inner.create_batch(*args, **kwargs)  # type: ignore[attr-defined]
 
 
 async def test_a_world_failure_mid_delivery_is_retried_later(
