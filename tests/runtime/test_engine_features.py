@@ -253,3 +253,41 @@ async def test_a_world_failure_mid_delivery_is_retried_later(
     assert await run.result() == 3
     kinds = [e.type.value for e in await run.events()]
     assert kinds.count("step_completed") == 3
+
+
+WORLD_FOR_STEP: list[World] = []
+
+
+@step
+async def wakes_the_run(run_id: str) -> str:
+    # An out-of-band write lands while the step runs: the run-ahead commit of this
+    # step's outcome must notice and fall back to a plain write and a cold replay.
+    from durasim.runtime import get_run
+
+    assert await get_run(run_id, world=WORLD_FOR_STEP[0]).wake_up() == 1
+    return "woke"
+
+
+@workflow
+async def races_a_wake_up() -> list[str]:
+    from durasim.runtime import get_workflow_metadata
+
+    run_id = get_workflow_metadata().run_id
+    nap = asyncio.ensure_future(asyncio.sleep(3600))
+    await asyncio.sleep(0)  # let the nap arm its timer first (sleep#1)
+    woke = await wakes_the_run(run_id)
+    await nap
+    return [woke, "rested"]
+
+
+async def test_an_event_landing_during_run_ahead_falls_back_to_a_cold_replay(
+    world: World, clock: FixedClock
+) -> None:
+    WORLD_FOR_STEP[:] = [world]
+    run = await start(races_a_wake_up, world=world)
+    worker = await run_to_end(world, clock, run)  # also replays the final log cold
+    assert await run.result() == ["woke", "rested"]
+    assert worker.reports[0].full_replays == 2  # the first replay went stale, one more cold
+    kinds = [e.type.value for e in await run.events()]
+    completed = kinds.index("step_completed")
+    assert kinds.index("wait_completed") < completed  # the wake-up landed first, in log order
