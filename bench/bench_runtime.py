@@ -203,6 +203,17 @@ def ru_maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+def git_head() -> str:
+    """The commit the runtime was measured at (the working tree may differ)."""
+    done = subprocess.run(
+        ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip()
+
+
 def cpu_model() -> str:
     with open("/proc/cpuinfo") as cpuinfo:
         for line in cpuinfo:
@@ -586,8 +597,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         },
         "quick": quick,
         "repeat": repeat,
+        "commit": git_head(),
     }
     started = time.perf_counter()
+    print(f"runtime at {results['commit']}, load {os.getloadavg()}", flush=True)
     print(f"disk: bare WAL+FULL commit loop {bare_commits(directory):.0f} commits/s", flush=True)
     print("steps/s (sequential, sync add step):", flush=True)
     results["throughput"] = await throughput(directory, [100, 500, 1_000], repeat)
