@@ -11,6 +11,7 @@ the same id, once its lease expires.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -22,7 +23,10 @@ from ._client import Run
 from ._errors import RunNotFinished
 from ._orchestrator import ORCHESTRATOR_QUEUE, DeliveryReport, Limits, deliver, wake_message
 
-__all__ = ["Worker"]
+__all__ = ["REPORTS_KEPT", "Worker"]
+
+#: Delivery reports a worker keeps (older ones are dropped).
+REPORTS_KEPT = 1000
 
 log = logging.getLogger("durasim.runtime")
 
@@ -35,6 +39,9 @@ class Worker:
         limits: per-run limits.
         lease_seconds: how long a claimed message stays ours without renewal.
         concurrency: deliveries run at once by :meth:`serve`.
+
+    Attributes:
+        reports: the last :data:`REPORTS_KEPT` delivery reports, oldest first.
     """
 
     def __init__(
@@ -49,7 +56,8 @@ class Worker:
         self.limits = limits or Limits()
         self.lease_seconds = lease_seconds
         self.concurrency = concurrency
-        self.reports: list[DeliveryReport] = []
+        #: The most recent delivery reports (bounded: a serving worker runs forever).
+        self.reports: collections.deque[DeliveryReport] = collections.deque(maxlen=REPORTS_KEPT)
 
     async def run_one(self) -> DeliveryReport | None:
         """Claim and run one due message; ``None`` when nothing is due."""

@@ -244,7 +244,7 @@ async def test_a_world_failure_mid_delivery_is_retried_later(
     world.events = flaky  # type: ignore[misc]
     worker = Worker(world)
     await worker.drain()
-    assert worker.reports == []  # the failed delivery released its message with a back-off
+    assert list(worker.reports) == []  # the failed delivery released its message with a back-off
     assert await run.status() is RunStatus.RUNNING
     due = await world.queue.next_due()
     assert due is not None
@@ -291,3 +291,15 @@ async def test_an_event_landing_during_run_ahead_falls_back_to_a_cold_replay(
     kinds = [e.type.value for e in await run.events()]
     completed = kinds.index("step_completed")
     assert kinds.index("wait_completed") < completed  # the wake-up landed first, in log order
+
+
+async def test_a_worker_keeps_a_bounded_number_of_reports(world: World, clock: FixedClock) -> None:
+    from durasim.runtime._worker import REPORTS_KEPT
+
+    worker = Worker(world)
+    for _ in range(3):
+        run = await start(long_loop, 1, world=world)
+        await worker.drain()
+        assert await run.result() == 1
+    assert len(worker.reports) == 3
+    assert worker.reports.maxlen == REPORTS_KEPT
