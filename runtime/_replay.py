@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -132,6 +133,7 @@ class Replay:
         self._open_steps: dict[str, StepState] = {}
         self._open_waits: dict[str, WaitState] = {}
         self.consumed = 0  # position of the last event delivered
+        self.busy_seconds = 0.0  # wall time spent running workflow code
 
     # -- driving --------------------------------------------------------------------
 
@@ -174,8 +176,11 @@ class Replay:
         self._run()
 
     def _run(self) -> None:
+        # Measured outside the sandbox: inside it, perf_counter is the run's clock.
+        began = time.perf_counter()
         with self.determinism.active():
             self.loop.run_ready()
+        self.busy_seconds += time.perf_counter() - began
 
     # -- outcome ------------------------------------------------------------------------
 

@@ -73,8 +73,13 @@ async def execute_step(
     attempt: int,
     now: datetime,
     workflow: WorkflowMetadata,
+    sync_in_thread: bool = True,
 ) -> StepOutcome:
-    """Run attempt ``attempt`` of a step and say what to record."""
+    """Run attempt ``attempt`` of a step and say what to record.
+
+    A sync body runs in a thread unless ``sync_in_thread=False`` (then on the
+    calling loop: no thread hop, but the loop is blocked while it runs).
+    """
     try:
         payload = deserialize(input)
         args, kwargs = list(payload["args"]), dict(payload["kwargs"])
@@ -94,8 +99,10 @@ async def execute_step(
     try:
         if definition.is_async or inspect.iscoroutinefunction(fn):
             result = await fn(*args, **kwargs)
-        else:
+        elif sync_in_thread:
             result = await asyncio.to_thread(fn, *args, **kwargs)
+        else:
+            result = fn(*args, **kwargs)
     except FatalError as exc:
         return _failed(correlation_id, exc)
     except Exception as exc:  # any user error is an outcome, never a crash

@@ -303,3 +303,24 @@ async def test_a_worker_keeps_a_bounded_number_of_reports(world: World, clock: F
         assert await run.result() == 1
     assert len(worker.reports) == 3
     assert worker.reports.maxlen == REPORTS_KEPT
+
+
+async def test_over_its_replay_budget_a_delivery_hands_over_after_progress(
+    world: World, clock: FixedClock
+) -> None:
+    run = await start(long_loop, 5, world=world)
+    worker = Worker(world, limits=Limits(replay_budget=0.0))
+    await worker.drain()
+    assert await run.result() == 5
+    # every delivery made progress (one step) and handed the rest to a fresh one
+    assert len(worker.reports) >= 5
+    assert all(r.steps_run >= 1 for r in list(worker.reports)[:-1])
+    assert sum(r.full_replays for r in worker.reports) == len(worker.reports)
+
+
+async def test_sync_steps_can_run_on_the_loop(world: World, clock: FixedClock) -> None:
+    run = await start(long_loop, 4, world=world)
+    await Worker(world, limits=Limits(sync_steps="inline")).drain()
+    assert await run.result() == 4
+    with pytest.raises(ValueError, match="'thread' or 'inline'"):
+        Limits(sync_steps="fiber")
