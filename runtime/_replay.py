@@ -143,7 +143,12 @@ class Replay:
             payload = deserialize(self._input)
             args, kwargs = tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
         except (SerializationError, AttributeError, TypeError) as exc:
-            raise FatalError(f"the input of run {self.run_id!r} cannot be decoded: {exc}") from exc
+            args, kwargs = (), {}
+            failure: BaseException | None = FatalError(
+                f"the input of run {self.run_id!r} cannot be decoded: {exc}"
+            )
+        else:
+            failure = None
         context = contextvars.copy_context()
         context.run(STEP_CALLER.set, self)
         context.run(
@@ -154,7 +159,13 @@ class Replay:
                 started_at=self._started_at,
             ),
         )
-        coro = self.definition.fn(*args, **kwargs)
+        if failure is None:
+            try:
+                coro = self.definition.fn(*args, **kwargs)
+            except TypeError as exc:  # the arguments do not fit the signature
+                failure = exc
+        if failure is not None:
+            coro = _fail_with(failure)  # the run fails like any workflow that raises
         self._task = self.loop.create_task(coro, name="workflow", context=context)
         self._run()
 
@@ -365,6 +376,10 @@ class Replay:
         state.done = True
         self._open_waits.pop(state.correlation_id, None)
         self.loop.fire_timer(state.handle)
+
+
+async def _fail_with(error: BaseException) -> Any:
+    raise error
 
 
 def _decode(data: bytes) -> Any:

@@ -324,3 +324,12 @@ async def test_sync_steps_can_run_on_the_loop(world: World, clock: FixedClock) -
     assert await run.result() == 4
     with pytest.raises(ValueError, match="'thread' or 'inline'"):
         Limits(sync_steps="fiber")
+
+
+async def test_arguments_that_do_not_fit_fail_the_run(world: World, clock: FixedClock) -> None:
+    run = await start(long_loop, 1, 2, 3, world=world)  # long_loop takes one argument
+    await run_to_end(world, clock, run)
+    with pytest.raises(WorkflowFailed) as caught:
+        await run.result()
+    assert caught.value.error_code == "USER_ERROR"  # type: ignore[attr-defined]
+    assert isinstance(caught.value.__cause__, TypeError)
