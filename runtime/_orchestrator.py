@@ -57,6 +57,8 @@ from .serialization import FatalError, SerializationError, serialize
 
 __all__ = [
     "ORCHESTRATOR_QUEUE",
+    "QUEUE_PREFIX",
+    "STEP_QUEUE",
     "DeliveryReport",
     "Limits",
     "deliver",
@@ -67,6 +69,9 @@ log = logging.getLogger("durasim.runtime")
 
 T = EventType
 ORCHESTRATOR_QUEUE = "durasim.run"
+STEP_QUEUE = "durasim.step"
+#: What workers claim: every durasim queue.
+QUEUE_PREFIX = "durasim."
 
 
 @attrs.frozen(kw_only=True)
@@ -88,6 +93,8 @@ class Limits:
             them on the loop, saving the hop (~0.15-0.7 ms a step here) but a body
             longer than the lease lets another worker take the run over (the fence
             keeps the log right; the body then runs twice).
+        queue_steps: new steps beyond ``inline_steps`` go through the queue, to
+            be run by any worker (nested steps always run inline).
     """
 
     max_events: int = 25_000
@@ -96,6 +103,7 @@ class Limits:
     inline_steps: int = 8
     replay_budget: float = 240.0
     sync_steps: str = attrs.field(default="thread")
+    queue_steps: bool = False
 
     @sync_steps.validator
     def _check_sync_steps(self, attribute: object, value: str) -> None:
@@ -408,21 +416,18 @@ async def _drive(  # noqa: PLR0917 -- one private call site
             if commands:
                 # A new step that will run inline now is born running: its
                 # step_started rides in the same batch (one commit, not two).
-                capacity = limits.inline_steps - len(running)
-                requests: list[EventRequest] = []
-                for command in commands:
-                    requests.append(_request(command))
-                    if isinstance(command, StepCommand) and capacity > 0:
-                        requests.append(EventRequest.of("step_started", command.correlation_id))
-                        capacity -= 1
+                requests, queued = _creations(commands, limits.inline_steps - len(running), limits)
                 launch(await writer.write_batch(requests))
+                await _dispatch(world, writer.run_id, queued)
                 continue
             now = world.clock.now()
             busy = set(running.values())
             for state in replay.open_steps():
                 if len(running) >= limits.inline_steps:
                     break
-                if state in busy or (state.retry_after is not None and state.retry_after > now):
+                if not state.inline or state in busy:
+                    continue  # queued steps are run by whichever worker claims them
+                if state.retry_after is not None and state.retry_after > now:
                     continue
                 task = asyncio.ensure_future(_run_step(writer, state, metadata, world, limits))
                 running[task] = state
@@ -528,15 +533,12 @@ async def _commit_ahead(  # noqa: PLR0917 -- one private call site
         writer.stale = True
         return False
     requests = [request]
+    queued: list[str] = []
     if replay.done:
         requests.append(_terminal_request(replay))
     else:
-        capacity = limits.inline_steps
-        for command in replay.new_commands():
-            requests.append(_request(command))
-            if isinstance(command, StepCommand) and capacity > 0:
-                requests.append(EventRequest.of("step_started", command.correlation_id))
-                capacity -= 1
+        created, queued = _creations(replay.new_commands(), limits.inline_steps, limits)
+        requests += created
     try:
         written = await writer.write_batch(
             requests, occurred_at=at, expected_seq=provisional.seq - 1
@@ -550,6 +552,7 @@ async def _commit_ahead(  # noqa: PLR0917 -- one private call site
         writer.stale = True
         return False
     launch(written)
+    await _dispatch(world, writer.run_id, queued)
     return replay.done
 
 
@@ -563,14 +566,51 @@ def _terminal_request(replay: Replay) -> EventRequest:
     return EventRequest.of("run_failed", error=_error_bytes(value), error_code="USER_ERROR")
 
 
-def _request(command: StepCommand | WaitCommand) -> EventRequest:
+def _creations(
+    commands: list[StepCommand | WaitCommand], capacity: int, limits: Limits
+) -> tuple[list[EventRequest], list[str]]:
+    """The writes that create ``commands``, and the steps among them to queue.
+
+    Up to ``capacity`` new steps are born running (``step_started`` in the same
+    batch) for this delivery to run inline; with ``queue_steps`` the others go
+    to the queue, else they wait here for a free slot.
+    """
+    requests: list[EventRequest] = []
+    queued: list[str] = []
+    for command in commands:
+        if not isinstance(command, StepCommand):
+            requests.append(_request(command))
+        elif capacity > 0:
+            requests.append(_request(command))
+            requests.append(EventRequest.of("step_started", command.correlation_id))
+            capacity -= 1
+        elif limits.queue_steps and command.definition.kind != "nested":
+            requests.append(_request(command, inline=False))
+            queued.append(command.correlation_id)
+        else:
+            requests.append(_request(command))
+    return requests, queued
+
+
+async def _dispatch(world: World, run_id: str, correlation_ids: list[str]) -> None:
+    """Queue a message for each step created with ``inline=False``."""
+    for correlation_id in correlation_ids:
+        await world.queue.enqueue(
+            STEP_QUEUE,
+            json.dumps({"run": run_id, "step": correlation_id}, sort_keys=True).encode(),
+            run_id=run_id,
+            idempotency_key=f"step:{run_id}:{correlation_id}",
+        )
+
+
+def _request(command: StepCommand | WaitCommand, *, inline: bool = True) -> EventRequest:
     if isinstance(command, StepCommand):
         return EventRequest.of(
             "step_created",
             command.correlation_id,
             step_name=command.definition.step_id,
             input=command.input,
-            inline=True,
+            inline=inline,
         )
     return EventRequest.of("wait_created", command.correlation_id, resume_at=command.resume_at)
 

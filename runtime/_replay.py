@@ -54,6 +54,7 @@ class StepState:
     attempts: int = 0
     retry_after: datetime | None = None
     created_seq: int = 0
+    inline: bool = True  # False: dispatched through the queue; another worker runs it
 
 
 @attrs.define(eq=False)
@@ -326,6 +327,7 @@ class Replay:
             )
         state.created = True
         state.created_seq = event.seq
+        state.inline = bool(event.data.get("inline", True))
         self._uncreated.pop(state.correlation_id, None)
         self._open_steps[state.correlation_id] = state
 

@@ -21,7 +21,16 @@ from durasim.worlds import Delivery, World, WorldError
 
 from ._client import Run
 from ._errors import RunNotFinished
-from ._orchestrator import ORCHESTRATOR_QUEUE, DeliveryReport, Limits, deliver, wake_message
+from ._orchestrator import (
+    ORCHESTRATOR_QUEUE,
+    QUEUE_PREFIX,
+    STEP_QUEUE,
+    DeliveryReport,
+    Limits,
+    deliver,
+    wake_message,
+)
+from ._queued import run_queued_step
 
 __all__ = ["REPORTS_KEPT", "Worker"]
 
@@ -59,20 +68,21 @@ class Worker:
         #: The most recent delivery reports (bounded: a serving worker runs forever).
         self.reports: collections.deque[DeliveryReport] = collections.deque(maxlen=REPORTS_KEPT)
 
-    async def run_one(self) -> DeliveryReport | None:
-        """Claim and run one due message; ``None`` when nothing is due."""
+    async def run_one(self) -> bool:
+        """Claim and run one due message (a delivery or a queued step); False if none is due."""
         delivery = await self.world.queue.claim(
-            queue_prefix=ORCHESTRATOR_QUEUE, lease_seconds=self.lease_seconds
+            queue_prefix=QUEUE_PREFIX, lease_seconds=self.lease_seconds
         )
         if delivery is None:
-            return None
-        return await self._handle(delivery)
+            return False
+        await self._handle(delivery)
+        return True
 
     async def drain(self, *, max_messages: int | None = None) -> int:
         """Run due messages until none is due now; returns how many ran."""
         count = 0
         while max_messages is None or count < max_messages:
-            if await self.run_one() is None:
+            if not await self.run_one():
                 break
             count += 1
         return count
@@ -88,7 +98,7 @@ class Worker:
                 return await run.result()
             except RunNotFinished:
                 pass
-            due = await self.world.queue.next_due(queue_prefix=ORCHESTRATOR_QUEUE)
+            due = await self.world.queue.next_due(queue_prefix=QUEUE_PREFIX)
             now = self.world.clock.now()
             wait = poll if due is None else min(poll, max(0.0, (due - now).total_seconds()))
             await asyncio.sleep(wait)
@@ -107,11 +117,11 @@ class Worker:
         while not stop.is_set():
             await slots.acquire()
             delivery = await self.world.queue.claim(
-                queue_prefix=ORCHESTRATOR_QUEUE, lease_seconds=self.lease_seconds
+                queue_prefix=QUEUE_PREFIX, lease_seconds=self.lease_seconds
             )
             if delivery is None:
                 slots.release()
-                due = await self.world.queue.next_due(queue_prefix=ORCHESTRATOR_QUEUE)
+                due = await self.world.queue.next_due(queue_prefix=QUEUE_PREFIX)
                 now = self.world.clock.now()
                 wait = poll if due is None else min(poll, max(0.0, (due - now).total_seconds()))
                 with contextlib.suppress(TimeoutError):
@@ -123,7 +133,10 @@ class Worker:
         if running:
             await asyncio.gather(*running, return_exceptions=True)
 
-    async def _handle(self, delivery: Delivery) -> DeliveryReport:
+    async def _handle(self, delivery: Delivery) -> DeliveryReport | None:
+        if delivery.message.queue_name == STEP_QUEUE:
+            await self._handle_step(delivery)
+            return None
         try:
             payload = json.loads(delivery.payload)
             run_id = str(payload["run"])
@@ -167,6 +180,19 @@ class Worker:
         await self._settle(delivery)
         self.reports.append(report)
         return report
+
+    async def _handle_step(self, delivery: Delivery) -> None:
+        renew = asyncio.ensure_future(self._renew(delivery))
+        try:
+            retry_in = await run_queued_step(
+                self.world, delivery.payload, sync_in_thread=self.limits.sync_steps == "thread"
+            )
+        except Exception as exc:
+            log.warning("queued step %s failed to run (%r); retrying", delivery.message_id, exc)
+            retry_in = min(60.0, 2.0**delivery.attempt)
+        finally:
+            renew.cancel()
+        await self._settle(delivery, release_after=retry_in)
 
     async def _settle(self, delivery: Delivery, *, release_after: float | None = None) -> None:
         try:

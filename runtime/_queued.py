@@ -1,0 +1,94 @@
+"""Steps dispatched through the queue, run by whichever worker claims them.
+
+A delivery that has more new steps than it may run inline (``Limits.queue_steps``)
+creates the rest with ``inline=False`` and queues one message per step.  Any
+worker that has the step's code claims it and runs it here, out of band:
+``step_started``, the body, the outcome, then a wake-up for the run's
+orchestrator.  Nested steps (whose code exists only inside a replay) always run
+inline.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+
+from durasim.worlds import (
+    EntityConflict,
+    EventRequest,
+    RunExpired,
+    StepNotFound,
+    TooEarly,
+    World,
+)
+
+from ._authoring import find_step
+from ._metadata import WorkflowMetadata
+from ._orchestrator import ORCHESTRATOR_QUEUE, wake_message
+from ._steps import execute_step, exhausted
+
+__all__ = ["run_queued_step"]
+
+log = logging.getLogger("durasim.runtime")
+
+
+async def run_queued_step(world: World, payload: bytes, *, sync_in_thread: bool) -> float | None:
+    """Run one queued step attempt; returns a delay to retry the message after, or None (done)."""
+    body = json.loads(payload)
+    run_id, correlation_id = str(body["run"]), str(body["step"])
+    try:
+        step = await world.steps.get(run_id, correlation_id)
+    except StepNotFound:
+        return None
+    if step.status.terminal:
+        return None
+    try:
+        definition = find_step(step.step_name)
+    except LookupError as exc:
+        log.error(
+            "run %s: %s; leaving step %s to a worker that has it", run_id, exc, correlation_id
+        )
+        return 30.0
+    try:
+        started = await world.events.create(run_id, EventRequest.of("step_started", correlation_id))
+    except TooEarly as exc:
+        wait: float = (exc.retry_after - world.clock.now()).total_seconds()
+        return max(0.0, wait)
+    except (EntityConflict, RunExpired):
+        return None  # finished meanwhile, or the run ended
+    assert started.event is not None
+    attempt = int(started.event.data.get("attempt", 1))
+    run = await world.runs.get(run_id)
+    metadata = WorkflowMetadata(
+        run_id=run_id,
+        workflow_id=run.workflow_name,
+        started_at=run.started_at or run.created_at,
+    )
+    if attempt > definition.max_retries + 1:
+        outcome = exhausted(definition, correlation_id, attempt)
+    else:
+        outcome = await execute_step(
+            definition,
+            correlation_id,
+            step.input,
+            attempt=attempt,
+            now=world.clock.now(),
+            workflow=metadata,
+            sync_in_thread=sync_in_thread,
+        )
+    try:
+        await world.events.create(run_id, outcome.request)
+    except (EntityConflict, RunExpired):
+        return None
+    await world.queue.enqueue(
+        ORCHESTRATOR_QUEUE,
+        wake_message(run_id),
+        run_id=run_id,
+        orchestrator=True,
+        idempotency_key=f"step-done:{run_id}:{correlation_id}:{attempt}",
+    )
+    if outcome.retrying:
+        retry_after: datetime = outcome.request.data["retry_after"]
+        return max(0.0, (retry_after - world.clock.now()).total_seconds())
+    return None
