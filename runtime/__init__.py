@@ -37,7 +37,7 @@ from ._errors import (
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
 from ._orchestrator import DeliveryReport, Limits, deliver
 from ._run import DEFAULT_HOME, default_world, run
-from ._waiting import as_completed, wait
+from ._waiting import as_completed, sleep, wait
 from ._waiting import route_stdlib as _route_stdlib
 from ._worker import Worker
 from .serialization import (
@@ -110,6 +110,7 @@ __all__ = [
     "run",
     "serializable",
     "serialize",
+    "sleep",
     "start",
     "step",
     "step_definition",

@@ -21,12 +21,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from ._errors import WorkflowSandboxError
 from ._loop import in_workflow
 
-__all__ = ["as_completed", "wait"]
+__all__ = ["as_completed", "sleep", "wait"]
 
 T = TypeVar("T")
 
@@ -96,3 +97,25 @@ def route_stdlib() -> None:
     asyncio.tasks.wait = _routed_wait
     asyncio.as_completed = _routed_as_completed
     asyncio.tasks.as_completed = _routed_as_completed
+
+
+async def sleep(duration: float | timedelta | datetime) -> None:
+    """A durable sleep: seconds, a ``timedelta``, or until an aware ``datetime``.
+
+    Inside a workflow it is recorded (``wait_created`` with its ``resume_at``)
+    and survives restarts; the deadline of a ``datetime`` is taken as is, so
+    every replay waits for the same moment.  Outside workflows it is a plain
+    ``asyncio.sleep``.
+    """
+    if isinstance(duration, datetime):
+        if duration.tzinfo is None:
+            raise ValueError(
+                f"sleep until {duration!r}: pass an aware datetime (tzinfo=UTC), not a naive one"
+            )
+        loop = asyncio.get_running_loop()
+        seconds = duration.timestamp() - loop.time()
+    elif isinstance(duration, timedelta):
+        seconds = duration.total_seconds()
+    else:
+        seconds = float(duration)
+    await asyncio.sleep(max(0.0, seconds))

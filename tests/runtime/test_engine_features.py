@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 import threading
 import time
@@ -333,3 +334,32 @@ async def test_arguments_that_do_not_fit_fail_the_run(world: World, clock: Fixed
         await run.result()
     assert caught.value.error_code == "USER_ERROR"  # type: ignore[attr-defined]
     assert isinstance(caught.value.__cause__, TypeError)
+
+
+@workflow
+async def sleeps_three_ways() -> list[float]:
+    from datetime import UTC, datetime, timedelta
+
+    from durasim.runtime import sleep
+
+    marks = [time.time()]
+    await sleep(10)
+    marks.append(time.time())
+    await sleep(timedelta(minutes=1))
+    marks.append(time.time())
+    await sleep(datetime.fromtimestamp(marks[-1] + 3600, UTC))
+    marks.append(time.time())
+    return [b - a for a, b in itertools.pairwise(marks)]
+
+
+async def test_sleep_takes_seconds_a_timedelta_or_a_datetime(
+    world: World, clock: FixedClock
+) -> None:
+    run = await start(sleeps_three_ways, world=world)
+    await run_to_end(world, clock, run)
+    gaps = await run.result()
+    assert gaps[0] >= 10
+    assert gaps[1] >= 60
+    assert gaps[2] >= 3600
+    waits = [e for e in await run.events() if e.type.value == "wait_created"]
+    assert len(waits) == 3
