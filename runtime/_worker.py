@@ -15,6 +15,7 @@ import collections
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from durasim.worlds import Delivery, World, WorldError
@@ -48,6 +49,7 @@ class Worker:
         limits: per-run limits.
         lease_seconds: how long a claimed message stays ours without renewal.
         concurrency: deliveries run at once by :meth:`serve`.
+        on_report: called with the report of every delivery (e.g. to log it).
 
     Attributes:
         reports: the last :data:`REPORTS_KEPT` delivery reports, oldest first.
@@ -60,11 +62,13 @@ class Worker:
         limits: Limits | None = None,
         lease_seconds: float = 30.0,
         concurrency: int = 4,
+        on_report: Callable[[DeliveryReport], None] | None = None,
     ) -> None:
         self.world = world
         self.limits = limits or Limits()
         self.lease_seconds = lease_seconds
         self.concurrency = concurrency
+        self.on_report = on_report
         #: The most recent delivery reports (bounded: a serving worker runs forever).
         self.reports: collections.deque[DeliveryReport] = collections.deque(maxlen=REPORTS_KEPT)
 
@@ -167,7 +171,7 @@ class Worker:
             renew.cancel()
         if report.status == "unavailable":
             await self._settle(delivery, release_after=min(60.0, 2.0**delivery.attempt))
-            self.reports.append(report)
+            self._report(report)
             return report
         if report.status == "retry":
             await self.world.queue.enqueue(
@@ -178,8 +182,13 @@ class Worker:
                 delay=1.0,
             )
         await self._settle(delivery)
-        self.reports.append(report)
+        self._report(report)
         return report
+
+    def _report(self, report: DeliveryReport) -> None:
+        self.reports.append(report)
+        if self.on_report is not None:
+            self.on_report(report)
 
     async def _handle_step(self, delivery: Delivery) -> None:
         renew = asyncio.ensure_future(self._renew(delivery))

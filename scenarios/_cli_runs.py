@@ -113,7 +113,14 @@ async def cmd_worker(modules: Sequence[str], *, world_path: Path | None, concurr
             loop.add_signal_handler(sig, stop.set)
     print(f"durasim worker: serving {getattr(world, 'path', world)}", file=sys.stderr)
     try:
-        await Worker(world, concurrency=concurrency).serve(stop=stop)
+        worker = Worker(
+            world,
+            concurrency=concurrency,
+            on_report=lambda r: print(
+                f"durasim worker: run {r.run_id} {r.status}", file=sys.stderr
+            ),
+        )
+        await worker.serve(stop=stop)
     finally:
         await world.close()
     print("durasim worker: stopped", file=sys.stderr)
