@@ -19,7 +19,7 @@ from durasim.worlds import (
 
 from ._authoring import workflow_definition
 from ._errors import RunCancelledError, RunNotFinished, WorkflowFailed
-from ._orchestrator import ORCHESTRATOR_QUEUE, wake_message
+from ._orchestrator import enqueue_wake
 from .serialization import deserialize, serialize
 
 __all__ = ["Run", "get_run", "start"]
@@ -92,9 +92,7 @@ class Run:
             except EntityConflict:
                 continue  # completed meanwhile
         if woken:
-            await self.world.queue.enqueue(
-                ORCHESTRATOR_QUEUE, wake_message(self.run_id), run_id=self.run_id, orchestrator=True
-            )
+            await enqueue_wake(self.world, self.run_id)
         return woken
 
 
@@ -128,13 +126,7 @@ async def start(
                 f"{definition.workflow_id}: choose another run id",
                 run_id=run_id,
             ) from None
-    await world.queue.enqueue(
-        ORCHESTRATOR_QUEUE,
-        wake_message(run_id),
-        run_id=run_id,
-        orchestrator=True,
-        idempotency_key=f"start:{run_id}",
-    )
+    await enqueue_wake(world, run_id, key=f"start:{run_id}")
     return Run(run_id=run_id, world=world)
 
 

@@ -62,6 +62,7 @@ __all__ = [
     "DeliveryReport",
     "Limits",
     "deliver",
+    "enqueue_wake",
     "wake_message",
 ]
 
@@ -127,6 +128,25 @@ class DeliveryReport:
 def wake_message(run_id: str, *, divergences: int = 0) -> bytes:
     """The payload of an orchestrator message."""
     return json.dumps({"run": run_id, "divergences": divergences}, sort_keys=True).encode()
+
+
+async def enqueue_wake(
+    world: World,
+    run_id: str,
+    *,
+    key: str | None = None,
+    delay: float = 0.0,
+    divergences: int = 0,
+) -> None:
+    """Queue a delivery of ``run_id`` (deduplicated by ``key`` while it is pending)."""
+    await world.queue.enqueue(
+        ORCHESTRATOR_QUEUE,
+        wake_message(run_id, divergences=divergences),
+        run_id=run_id,
+        orchestrator=True,
+        idempotency_key=key,
+        delay=delay,
+    )
 
 
 class _Superseded(Exception):
@@ -238,13 +258,12 @@ async def deliver(
     limits: Limits | None = None,
     attempt: int = 1,
     divergences: int = 0,
-    message_id: str | None = None,
 ) -> DeliveryReport:
     """Run one orchestrator delivery for ``run_id`` (see the module docstring)."""
     limits = limits or Limits()
     report = DeliveryReport(run_id=run_id, divergences=divergences)
     try:
-        await _deliver(world, run_id, limits, report, attempt=attempt, message_id=message_id)
+        await _deliver(world, run_id, limits, report, attempt=attempt)
     except _Superseded as exc:
         log.info("run %s: this delivery was superseded (%s); stopping", run_id, exc)
         report.status = "superseded"
@@ -268,7 +287,6 @@ async def _deliver(
     report: DeliveryReport,
     *,
     attempt: int,
-    message_id: str | None,
 ) -> None:
     try:
         events, seq_in_band = await load_log(world, run_id)
@@ -390,12 +408,8 @@ async def _drive(  # noqa: PLR0917 -- one private call site
                     writer.run_id,
                     replay.busy_seconds,
                 )
-                await world.queue.enqueue(
-                    ORCHESTRATOR_QUEUE,
-                    wake_message(writer.run_id),
-                    run_id=writer.run_id,
-                    orchestrator=True,
-                    idempotency_key=f"handover:{writer.run_id}:{len(writer.events)}",
+                await enqueue_wake(
+                    world, writer.run_id, key=f"handover:{writer.run_id}:{len(writer.events)}"
                 )
                 report.wake_at = world.clock.now()
                 report.status = "suspended"
@@ -636,13 +650,8 @@ async def _schedule_wake(world: World, writer: _Writer, replay: Replay) -> datet
         return None
     due = min(times)
     delay = max(0.0, (due - world.clock.now()).total_seconds())
-    await world.queue.enqueue(
-        ORCHESTRATOR_QUEUE,
-        wake_message(writer.run_id),
-        run_id=writer.run_id,
-        orchestrator=True,
-        idempotency_key=f"wake:{writer.run_id}:{due.isoformat()}",
-        delay=delay,
+    await enqueue_wake(
+        world, writer.run_id, key=f"wake:{writer.run_id}:{due.isoformat()}", delay=delay
     )
     return due
 

@@ -25,7 +25,7 @@ from durasim.worlds import (
 
 from ._authoring import find_step
 from ._metadata import WorkflowMetadata
-from ._orchestrator import ORCHESTRATOR_QUEUE, wake_message
+from ._orchestrator import enqueue_wake
 from ._steps import execute_step, exhausted
 
 __all__ = ["run_queued_step"]
@@ -81,13 +81,7 @@ async def run_queued_step(world: World, payload: bytes, *, sync_in_thread: bool)
         await world.events.create(run_id, outcome.request)
     except (EntityConflict, RunExpired):
         return None
-    await world.queue.enqueue(
-        ORCHESTRATOR_QUEUE,
-        wake_message(run_id),
-        run_id=run_id,
-        orchestrator=True,
-        idempotency_key=f"step-done:{run_id}:{correlation_id}:{attempt}",
-    )
+    await enqueue_wake(world, run_id, key=f"step-done:{run_id}:{correlation_id}:{attempt}")
     if outcome.retrying:
         retry_after: datetime = outcome.request.data["retry_after"]
         return max(0.0, (retry_after - world.clock.now()).total_seconds())

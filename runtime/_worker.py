@@ -23,13 +23,12 @@ from durasim.worlds import Delivery, World, WorldError
 from ._client import Run
 from ._errors import RunNotFinished
 from ._orchestrator import (
-    ORCHESTRATOR_QUEUE,
     QUEUE_PREFIX,
     STEP_QUEUE,
     DeliveryReport,
     Limits,
     deliver,
-    wake_message,
+    enqueue_wake,
 )
 from ._queued import run_queued_step
 
@@ -157,7 +156,6 @@ class Worker:
                 limits=self.limits,
                 attempt=delivery.attempt,
                 divergences=divergences,
-                message_id=delivery.message_id,
             )
         except Exception as exc:
             # A World failure (or a bug) must not take the worker down: the message
@@ -174,13 +172,7 @@ class Worker:
             self._report(report)
             return report
         if report.status == "retry":
-            await self.world.queue.enqueue(
-                ORCHESTRATOR_QUEUE,
-                wake_message(run_id, divergences=report.divergences),
-                run_id=run_id,
-                orchestrator=True,
-                delay=1.0,
-            )
+            await enqueue_wake(self.world, run_id, delay=1.0, divergences=report.divergences)
         await self._settle(delivery)
         self._report(report)
         return report

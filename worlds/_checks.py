@@ -10,7 +10,7 @@ from typing import Any
 from ._entities import Run, RunStatus
 from ._errors import InvalidRequest
 from ._events import EventRequest, check_run_id, validate_request
-from ._time import from_micros, to_micros
+from ._time import to_micros
 
 __all__ = [
     "check_chunks",
@@ -82,11 +82,6 @@ def decode_run_cursor(cursor: str) -> tuple[int, str]:
             f"run cursor {cursor!r} is malformed: pass back the cursor of a RunPage unchanged"
         )
     return int(micros), run_id
-
-
-def cursor_time(cursor: str) -> datetime:
-    """The creation time a cursor points past (for messages)."""
-    return from_micros(decode_run_cursor(cursor)[0])
 
 
 def check_request(request: object) -> EventRequest:
