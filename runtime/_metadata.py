@@ -7,7 +7,7 @@ from datetime import datetime
 
 import attrs
 
-from durasim.worlds import DurasimError
+from durasim.worlds import DurasimError, World
 
 __all__ = [
     "StepMetadata",
@@ -42,6 +42,10 @@ WORKFLOW_METADATA: contextvars.ContextVar[WorkflowMetadata | None] = contextvars
 STEP_METADATA: contextvars.ContextVar[StepMetadata | None] = contextvars.ContextVar(
     "durasim_step_metadata", default=None
 )
+#: The World a step body runs against (streams, hooks made from steps); set around each body.
+STEP_WORLD: contextvars.ContextVar[World | None] = contextvars.ContextVar(
+    "durasim_step_world", default=None
+)
 
 
 def get_workflow_metadata() -> WorkflowMetadata:
@@ -51,6 +55,17 @@ def get_workflow_metadata() -> WorkflowMetadata:
         raise DurasimError(
             "get_workflow_metadata() was called outside a workflow or step: call it from "
             "workflow code or from a step body"
+        )
+    return found
+
+
+def step_world() -> World:
+    """The World the running step body belongs to; inside a step body only."""
+    found = STEP_WORLD.get()
+    if found is None:
+        raise DurasimError(
+            "this call needs the World of a running step and was made outside a step body: "
+            "make it from a function decorated with @step while it runs as a step"
         )
     return found
 

@@ -50,7 +50,7 @@ from durasim.worlds import (
 
 from ._authoring import find_workflow
 from ._errors import ReplayDivergence
-from ._metadata import WorkflowMetadata
+from ._metadata import STEP_WORLD, WorkflowMetadata
 from ._replay import Replay, StepCommand, StepState, WaitCommand
 from ._steps import StepOutcome, execute_step, exhausted
 from .serialization import FatalError, SerializationError, serialize
@@ -493,15 +493,19 @@ async def _run_step(
     if attempt > state.definition.max_retries + 1:
         outcome = exhausted(state.definition, state.correlation_id, attempt)
     else:
-        outcome = await execute_step(
-            state.definition,
-            state.correlation_id,
-            state.input,
-            attempt=attempt,
-            now=world.clock.now(),
-            workflow=metadata,
-            sync_in_thread=limits.sync_steps == "thread",
-        )
+        token = STEP_WORLD.set(world)
+        try:
+            outcome = await execute_step(
+                state.definition,
+                state.correlation_id,
+                state.input,
+                attempt=attempt,
+                now=world.clock.now(),
+                workflow=metadata,
+                sync_in_thread=limits.sync_steps == "thread",
+            )
+        finally:
+            STEP_WORLD.reset(token)
     return outcome
 
 

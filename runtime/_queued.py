@@ -24,7 +24,7 @@ from durasim.worlds import (
 )
 
 from ._authoring import find_step
-from ._metadata import WorkflowMetadata
+from ._metadata import STEP_WORLD, WorkflowMetadata
 from ._orchestrator import enqueue_wake
 from ._steps import execute_step, exhausted
 
@@ -68,15 +68,19 @@ async def run_queued_step(world: World, payload: bytes, *, sync_in_thread: bool)
     if attempt > definition.max_retries + 1:
         outcome = exhausted(definition, correlation_id, attempt)
     else:
-        outcome = await execute_step(
-            definition,
-            correlation_id,
-            step.input,
-            attempt=attempt,
-            now=world.clock.now(),
-            workflow=metadata,
-            sync_in_thread=sync_in_thread,
-        )
+        token = STEP_WORLD.set(world)
+        try:
+            outcome = await execute_step(
+                definition,
+                correlation_id,
+                step.input,
+                attempt=attempt,
+                now=world.clock.now(),
+                workflow=metadata,
+                sync_in_thread=sync_in_thread,
+            )
+        finally:
+            STEP_WORLD.reset(token)
     try:
         await world.events.create(run_id, outcome.request)
     except (EntityConflict, RunExpired):
