@@ -16,7 +16,6 @@ the next delivery runs it again and counts the attempt.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,6 +26,7 @@ from durasim.worlds import EventRequest
 
 from ._authoring import StepDef, with_closure
 from ._metadata import STEP_METADATA, WORKFLOW_METADATA, StepMetadata, WorkflowMetadata
+from ._step_threads import run_in_step_thread
 from .serialization import FatalError, RetryableError, SerializationError, deserialize, serialize
 
 __all__ = ["StepOutcome", "backoff", "execute_step", "exhausted"]
@@ -100,7 +100,7 @@ async def execute_step(
         if definition.is_async or inspect.iscoroutinefunction(fn):
             result = await fn(*args, **kwargs)
         elif sync_in_thread:
-            result = await asyncio.to_thread(fn, *args, **kwargs)
+            result = await run_in_step_thread(fn, *args, **kwargs)
         else:
             result = fn(*args, **kwargs)
     except FatalError as exc:

@@ -1,0 +1,106 @@
+"""Sync step bodies in step threads: what ``asyncio.to_thread`` promised, cheaper."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+
+import pytest
+
+from durasim.runtime import _step_threads
+from durasim.runtime._step_threads import run_in_step_thread
+
+NAME: contextvars.ContextVar[str] = contextvars.ContextVar("NAME", default="unset")
+
+
+class Departure(BaseException):
+    """A ``BaseException`` that is not an ``Exception`` (like ``SystemExit``)."""
+
+
+def whoami(prefix: str, *, suffix: str = "") -> tuple[str, str]:
+    return f"{prefix}{NAME.get()}{suffix}", threading.current_thread().name
+
+
+async def test_a_quick_body_runs_in_a_step_thread_with_the_callers_context() -> None:
+    NAME.set("ada")
+    value, thread = await run_in_step_thread(whoami, "hi ", suffix="!")
+    assert value == "hi ada!"
+    assert thread == "durasim-step"
+    assert thread != threading.current_thread().name
+
+
+async def test_what_the_body_raises_is_raised_from_the_await() -> None:
+    def fails() -> None:
+        raise ValueError("boom")
+
+    def leaves() -> None:
+        raise Departure
+
+    with pytest.raises(ValueError, match="boom"):
+        await run_in_step_thread(fails)
+    with pytest.raises(Departure):
+        await run_in_step_thread(leaves)
+
+
+async def test_a_long_body_leaves_the_loop_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_step_threads, "QUICK_WAIT", 0.0)  # never wait synchronously
+    release = threading.Event()
+    seen: list[str] = []
+
+    def blocks() -> str:
+        assert release.wait(timeout=30), "the loop never got to release the body"
+        return "done"
+
+    async def meanwhile() -> None:
+        seen.append("loop ran")
+        release.set()
+
+    body = asyncio.ensure_future(run_in_step_thread(blocks))
+    other = asyncio.ensure_future(meanwhile())
+    assert await body == "done"
+    await other
+    assert seen == ["loop ran"]
+
+
+async def test_concurrent_bodies_run_in_different_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_step_threads, "QUICK_WAIT", 0.0)
+    barrier = threading.Barrier(2, timeout=30)
+
+    def meets() -> str:
+        barrier.wait()  # only returns once both bodies run at the same time
+        return threading.current_thread().name
+
+    names = await asyncio.gather(run_in_step_thread(meets), run_in_step_thread(meets))
+    assert names == ["durasim-step", "durasim-step"]
+
+
+async def test_beyond_the_thread_cap_bodies_go_to_the_default_executor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_step_threads, "_idle", [])
+    monkeypatch.setattr(_step_threads, "_started", _step_threads.MAX_THREADS)
+    value, thread = await run_in_step_thread(whoami, "x")
+    assert value == "xunset"
+    assert thread.startswith("asyncio_")
+
+
+async def test_a_cancelled_await_lets_the_body_end_in_its_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_step_threads, "QUICK_WAIT", 0.0)
+    monkeypatch.setattr(_step_threads, "_idle", [])
+    release, ended = threading.Event(), threading.Event()
+
+    def blocks() -> None:
+        assert release.wait(timeout=30)
+        ended.set()
+
+    task = asyncio.ensure_future(run_in_step_thread(blocks))
+    await asyncio.sleep(0)  # let it hand the body over
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    release.set()
+    assert await asyncio.to_thread(ended.wait, 30)
+    assert (await run_in_step_thread(whoami, ""))[1] == "durasim-step"
