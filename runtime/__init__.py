@@ -37,6 +37,7 @@ from ._errors import (
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
 from ._orchestrator import DeliveryReport, Limits, deliver
 from ._run import DEFAULT_HOME, default_world, run
+from ._streams import StreamRewriteError, Writable, get_writable, read_stream
 from ._waiting import as_completed, sleep, wait
 from ._waiting import route_stdlib as _route_stdlib
 from ._worker import Worker
@@ -87,6 +88,7 @@ __all__ = [
     "StepDef",
     "StepFunction",
     "StepMetadata",
+    "StreamRewriteError",
     "Worker",
     "WorkflowCallError",
     "WorkflowDef",
@@ -94,6 +96,7 @@ __all__ = [
     "WorkflowFunction",
     "WorkflowMetadata",
     "WorkflowSandboxError",
+    "Writable",
     "as_completed",
     "build_manifest",
     "default_class_id",
@@ -106,7 +109,9 @@ __all__ = [
     "get_run",
     "get_step_metadata",
     "get_workflow_metadata",
+    "get_writable",
     "now",
+    "read_stream",
     "run",
     "serializable",
     "serialize",
