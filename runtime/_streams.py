@@ -182,15 +182,22 @@ class _AttemptState:
         return self._earlier
 
 
-# Keyed by the attempt's metadata object, which lives exactly as long as the attempt runs.
-_ATTEMPTS: weakref.WeakKeyDictionary[StepMetadata, dict[tuple[str, str], _AttemptState]] = (
-    weakref.WeakKeyDictionary()
-)
+# Keyed by the identity of the attempt's metadata object (a value equal to another
+# run's attempt when two Worlds hold the same run id), dropped when the attempt ends.
+_ATTEMPTS: dict[int, tuple[weakref.ref[StepMetadata], dict[tuple[str, str], _AttemptState]]] = {}
 
 
 def _state(step: StepMetadata, writable: Writable) -> _AttemptState:
-    streams = _ATTEMPTS.setdefault(step, {})
-    return streams.setdefault((writable.run_id, writable.namespace), _AttemptState())
+    key = id(step)
+    entry = _ATTEMPTS.get(key)
+    if entry is None or entry[0]() is not step:
+
+        def forget(ref: weakref.ref[StepMetadata]) -> None:
+            if _ATTEMPTS.get(key, (None,))[0] is ref:
+                del _ATTEMPTS[key]
+
+        entry = _ATTEMPTS[key] = (weakref.ref(step, forget), {})
+    return entry[1].setdefault((writable.run_id, writable.namespace), _AttemptState())
 
 
 def _writer(step: StepMetadata, writable: Writable) -> list[Any]:
