@@ -25,21 +25,27 @@ from ._authoring import (
     workflow,
     workflow_definition,
 )
+from ._cancel import CancellationToken, cancellation_token
 from ._client import Run, get_run, start
 from ._determinism import now
 from ._errors import (
+    HookConflictError,
+    HookDisposedError,
+    HookNotFoundError,
     ReplayDivergence,
     RunCancelledError,
     RunNotFinished,
     WorkflowFailed,
     WorkflowSandboxError,
 )
+from ._hooks import Hook, HookConflict, create_hook, resume_hook
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
 from ._orchestrator import DeliveryReport, Limits, deliver
 from ._run import DEFAULT_HOME, default_world, run
 from ._streams import StreamRewriteError, Writable, get_writable, read_stream
 from ._waiting import as_completed, sleep, wait
 from ._waiting import route_stdlib as _route_stdlib
+from ._webhooks import Webhook, WebhookRequest, create_webhook, webhook_app
 from ._worker import Worker
 from .serialization import (
     MAX_DEPTH,
@@ -65,12 +71,18 @@ __all__ = [
     "DEFAULT_HOME",
     "MAX_DEPTH",
     "PREFIX",
+    "CancellationToken",
     "Chain",
     "ClassRegistry",
     "DefinitionNotFound",
     "DeliveryReport",
     "FatalError",
     "FrozenValues",
+    "Hook",
+    "HookConflict",
+    "HookConflictError",
+    "HookDisposedError",
+    "HookNotFoundError",
     "InvalidDefinition",
     "Limits",
     "ManifestError",
@@ -89,6 +101,8 @@ __all__ = [
     "StepFunction",
     "StepMetadata",
     "StreamRewriteError",
+    "Webhook",
+    "WebhookRequest",
     "Worker",
     "WorkflowCallError",
     "WorkflowDef",
@@ -99,6 +113,9 @@ __all__ = [
     "Writable",
     "as_completed",
     "build_manifest",
+    "cancellation_token",
+    "create_hook",
+    "create_webhook",
     "default_class_id",
     "default_registry",
     "default_world",
@@ -112,6 +129,7 @@ __all__ = [
     "get_writable",
     "now",
     "read_stream",
+    "resume_hook",
     "run",
     "serializable",
     "serialize",
@@ -120,6 +138,7 @@ __all__ = [
     "step",
     "step_definition",
     "wait",
+    "webhook_app",
     "workflow",
     "workflow_definition",
 ]

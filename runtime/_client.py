@@ -17,24 +17,44 @@ from durasim.worlds import (
     World,
 )
 
-from ._authoring import workflow_definition
-from ._errors import RunCancelledError, RunNotFinished, WorkflowFailed
+from ._authoring import STEP_CALLER, workflow_definition
+from ._children import await_child, cascade_cancel, notify_parent, outcome_of, raise_or_return
+from ._children import start_child as _start_child_step
 from ._orchestrator import enqueue_wake
-from .serialization import deserialize, serialize
+from ._signals import mark_cancelled
+from .serialization import serialize
 
 __all__ = ["Run", "get_run", "start"]
 
 
+def _in_workflow() -> bool:
+    return hasattr(STEP_CALLER.get(), "create_hook")
+
+
 @attrs.define(eq=False)
 class Run:
-    """A handle on one run in a World."""
+    """A handle on one run in a World.
+
+    In workflow code (a child started with ``start()``) ``world`` is ``None``
+    and only ``run_id`` and ``await result()`` are available.
+    """
 
     run_id: str
-    world: World
+    world: World | None
+
+    @property
+    def _world(self) -> World:
+        if self.world is None:
+            raise InvalidRequest(
+                f"run {self.run_id}: workflow code can only `await child.result()`; read or "
+                "cancel the child from a step or from outside the workflow",
+                run_id=self.run_id,
+            )
+        return self.world
 
     async def status(self) -> RunStatus:
         """The run's status now."""
-        return (await self.world.runs.get(self.run_id)).status
+        return (await self._world.runs.get(self.run_id)).status
 
     async def result(self) -> Any:
         """The workflow's return value, or its failure raised.
@@ -43,37 +63,51 @@ class Run:
             RunNotFinished: the run has not ended (drive a worker, then ask again).
             WorkflowFailed: the run failed; ``__cause__`` is the workflow's error.
             RunCancelledError: the run was cancelled.
+
+        In workflow code (a child run) this waits durably for the child to end.
         """
-        run = await self.world.runs.get(self.run_id)
-        if run.status is RunStatus.COMPLETED:
-            return deserialize(run.output or b"")
-        if run.status is RunStatus.FAILED:
-            cause = deserialize(run.error) if run.error else None
-            error = WorkflowFailed(
-                f"run {self.run_id} failed ({run.error_code}): {cause}",
-                run_id=self.run_id,
-                error_code=run.error_code or "USER_ERROR",
+        if self.world is None and _in_workflow():
+            return await await_child(self.run_id)
+        run = await self._world.runs.get(self.run_id)
+        return raise_or_return(outcome_of(run))
+
+    async def cancel(self, reason: str | None = None) -> bool:
+        """Cancel the run (pending or running): ``run_cancelled`` in its log.
+
+        The run stops at its next step boundary; running steps see the signal
+        (``get_step_metadata().cancelled`` / ``.cancellation()``); its hooks and
+        waits are released; its unfinished child runs are cancelled too.
+        Returns ``False`` if it was already cancelled.
+
+        Raises:
+            EntityConflict: the run already completed or failed.
+        """
+        world = self._world
+        reason = reason or "cancelled"
+        try:
+            written = await world.events.create(
+                self.run_id, EventRequest.of("run_cancelled", reason=reason)
             )
-            if isinstance(cause, BaseException):
-                raise error from cause
-            raise error
-        if run.status is RunStatus.CANCELLED:
-            raise RunCancelledError(
-                f"run {self.run_id} was cancelled: {run.cancel_reason or 'no reason given'}",
+        except EntityConflict as exc:
+            run = await world.runs.get(self.run_id)
+            raise EntityConflict(
+                f"run {self.run_id} already {run.status.value}; only pending or running runs "
+                "can be cancelled",
                 run_id=self.run_id,
-            )
-        raise RunNotFinished(
-            f"run {self.run_id} is {run.status.value}: run a worker until it ends "
-            "(Worker(world).run_until_complete(run)), then ask again",
-            run_id=self.run_id,
-        )
+            ) from exc
+        mark_cancelled(world, self.run_id, reason)
+        await cascade_cancel(world, self.run_id, reason)
+        await notify_parent(world, self.run_id)
+        # A delivery of the run sees the end and stops; a sleeping run needs none.
+        await enqueue_wake(world, self.run_id, key=f"cancel:{self.run_id}")
+        return bool(written.allocated)
 
     async def events(self) -> list[Event]:
         """The run's whole log, in order."""
         events: list[Event] = []
         after = 0
         while True:
-            page = await self.world.events.list(self.run_id, after_seq=after, limit=5000)
+            page = await self._world.events.list(self.run_id, after_seq=after, limit=5000)
             events.extend(page.events)
             after = page.next_after
             if not page.has_more:
@@ -81,25 +115,26 @@ class Run:
 
     async def wake_up(self) -> int:
         """Complete every open durable sleep now; returns how many were woken."""
-        open_waits = [w for w in await self.world.waits.list(self.run_id) if w.status == "waiting"]
+        world = self._world
+        open_waits = [w for w in await world.waits.list(self.run_id) if w.status == "waiting"]
         woken = 0
         for wait in open_waits:
             try:
-                await self.world.events.create(
+                await world.events.create(
                     self.run_id, EventRequest.of("wait_completed", wait.wait_id, early=True)
                 )
                 woken += 1
             except EntityConflict:
                 continue  # completed meanwhile
         if woken:
-            await enqueue_wake(self.world, self.run_id)
+            await enqueue_wake(world, self.run_id)
         return woken
 
 
 async def start(
     workflow: Callable[..., Any],
     *args: Any,
-    world: World,
+    world: World | None = None,
     run_id: str | None = None,
     **kwargs: Any,
 ) -> Run:
@@ -108,9 +143,26 @@ async def start(
     With a caller-chosen ``run_id`` start is idempotent: starting the same run
     again returns the existing run (and re-queues its delivery, which is
     harmless).  A different workflow under an existing run id is refused.
+
+    In workflow code (no ``world``), this starts a *child* run: a step, so a
+    replay or a retry finds the same child; ``await child.result()`` waits for
+    it durably.
     """
     definition = workflow_definition(workflow)
     data = serialize({"args": list(args), "kwargs": kwargs}, root=f"{definition.name}(...)")
+    if world is None:
+        if not _in_workflow():
+            raise InvalidRequest(
+                f"start({definition.name}, ...) needs world=...: pass the World to start the "
+                "run in (only workflow code starts child runs without one)"
+            )
+        if run_id is not None:
+            raise InvalidRequest(
+                "a child run's id is derived from its parent's: do not pass run_id= in "
+                "workflow code"
+            )
+        child_id = await _start_child_step(definition.workflow_id, data)
+        return Run(run_id=child_id, world=None)
     request = EventRequest.of(
         EventType.RUN_CREATED, workflow_name=definition.workflow_id, input=data
     )

@@ -5,14 +5,20 @@ DurasimError
 ├── ReplayDivergence                      the workflow no longer matches its log
 ├── WorkflowFailed                        ``Run.result()`` of a run that failed
 ├── RunCancelledError                     ``Run.result()`` of a run that was cancelled
-└── RunNotFinished                        ``Run.result(wait=False)`` of a live run
+├── RunNotFinished                        ``Run.result(wait=False)`` of a live run
+├── HookConflictError                     the hook's token is held by another live hook
+├── HookDisposedError                     awaiting a hook the workflow disposed
+└── HookNotFoundError (HookNotFound)      resume_hook() of a token no live hook holds
 """
 
 from __future__ import annotations
 
-from durasim.worlds import DurasimError
+from durasim.worlds import DurasimError, HookNotFound
 
 __all__ = [
+    "HookConflictError",
+    "HookDisposedError",
+    "HookNotFoundError",
     "ReplayDivergence",
     "RunCancelledError",
     "RunNotFinished",
@@ -59,3 +65,27 @@ class RunNotFinished(DurasimError):
     """The run has not reached a terminal status yet."""
 
     run_id: str
+
+
+class HookConflictError(DurasimError):
+    """The hook's token is held by a live hook of another (or the same) run.
+
+    Attributes:
+        token: the token.
+        conflicting_run_id: the run whose hook holds it.
+    """
+
+    token: str
+    conflicting_run_id: str
+
+
+class HookDisposedError(DurasimError):
+    """The workflow awaited a hook it had disposed."""
+
+    token: str
+
+
+class HookNotFoundError(HookNotFound):
+    """No live hook holds the token (never created, disposed, or its run ended)."""
+
+    token: str

@@ -9,6 +9,8 @@ import attrs
 
 from durasim.worlds import DurasimError, World
 
+from ._signals import cancelled_reason, wait_cancelled
+
 __all__ = [
     "StepMetadata",
     "WorkflowMetadata",
@@ -34,6 +36,15 @@ class StepMetadata:
     step_id: str
     step_name: str
     attempt: int
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the run is cancelled, as far as this process knows (see ``cancellation``)."""
+        return cancelled_reason(STEP_WORLD.get(), self.run_id) is not None
+
+    async def cancellation(self, *, poll: float = 1.0) -> str:
+        """Wait until the run is cancelled; the reason.  Reads the run every ``poll`` s."""
+        return await wait_cancelled(STEP_WORLD.get(), self.run_id, self.run_id, poll=poll)
 
 
 WORKFLOW_METADATA: contextvars.ContextVar[WorkflowMetadata | None] = contextvars.ContextVar(

@@ -49,10 +49,23 @@ from durasim.worlds import (
 )
 
 from ._authoring import find_workflow
+from ._children import notify_parent
 from ._errors import ReplayDivergence
 from ._metadata import STEP_WORLD, WorkflowMetadata
-from ._replay import Replay, StepCommand, StepState, WaitCommand
+from ._replay import (
+    BATCHABLE,
+    AttrCommand,
+    Command,
+    DisposeCommand,
+    HookCommand,
+    Replay,
+    StepCommand,
+    StepState,
+    WaitCommand,
+)
+from ._signals import mark_cancelled
 from ._steps import StepOutcome, execute_step, exhausted
+from ._wake import ORCHESTRATOR_QUEUE, QUEUE_PREFIX, STEP_QUEUE, enqueue_wake, wake_message
 from .serialization import FatalError, SerializationError, serialize
 
 __all__ = [
@@ -69,10 +82,6 @@ __all__ = [
 log = logging.getLogger("durasim.runtime")
 
 T = EventType
-ORCHESTRATOR_QUEUE = "durasim.run"
-STEP_QUEUE = "durasim.step"
-#: What workers claim: every durasim queue.
-QUEUE_PREFIX = "durasim."
 
 
 @attrs.frozen(kw_only=True)
@@ -125,30 +134,6 @@ class DeliveryReport:
     divergences: int = 0
 
 
-def wake_message(run_id: str, *, divergences: int = 0) -> bytes:
-    """The payload of an orchestrator message."""
-    return json.dumps({"run": run_id, "divergences": divergences}, sort_keys=True).encode()
-
-
-async def enqueue_wake(
-    world: World,
-    run_id: str,
-    *,
-    key: str | None = None,
-    delay: float = 0.0,
-    divergences: int = 0,
-) -> None:
-    """Queue a delivery of ``run_id`` (deduplicated by ``key`` while it is pending)."""
-    await world.queue.enqueue(
-        ORCHESTRATOR_QUEUE,
-        wake_message(run_id, divergences=divergences),
-        run_id=run_id,
-        orchestrator=True,
-        idempotency_key=key,
-        delay=delay,
-    )
-
-
 class _Superseded(Exception):
     """Another delivery owns the run: stop without writing anything more."""
 
@@ -162,7 +147,8 @@ class _Writer:
         self.events = events
         self.expected = seq_in_band
         self.replay: Replay | None = None
-        self.stale = False  # another writer's events landed amid ours
+        self.stale = False  # another writer's events landed amid ours, past the replay
+        self.ended = False  # the log holds a terminal event (e.g. a cancel landed)
         self.written = 0
         self.lock = asyncio.Lock()
 
@@ -223,7 +209,12 @@ class _Writer:
 
     def _absorb(self, unseen: tuple[Event, ...], mine: list[Event]) -> None:
         if unseen:
-            self.stale = True
+            self.ended = self.ended or any(e.type in _TERMINAL for e in unseen)
+            # Another writer's events landed first.  A replay that has consumed
+            # only what this delivery had seen takes them in log order, as a cold
+            # replay would; one that ran ahead (fed an event provisionally) cannot.
+            if self.replay is None or self.replay.consumed > len(self.events) or self.ended:
+                self.stale = True
         for event in (*unseen, *mine):
             self.events.append(event)
             self.written += event in mine
@@ -245,10 +236,11 @@ async def load_log(world: World, run_id: str) -> tuple[list[Event], int]:
     return events, sum(1 for e in events if e.in_band)
 
 
+_TERMINAL = frozenset({T.RUN_COMPLETED, T.RUN_FAILED, T.RUN_CANCELLED})
+
+
 def _terminal(events: list[Event]) -> Event | None:
-    return next(
-        (e for e in events if e.type in (T.RUN_COMPLETED, T.RUN_FAILED, T.RUN_CANCELLED)), None
-    )
+    return next((e for e in events if e.type in _TERMINAL), None)
 
 
 async def deliver(
@@ -277,6 +269,11 @@ async def deliver(
     except RunNotFound:
         log.warning("run %s does not exist; dropping its message", run_id)
         report.status = "finished"
+        return report
+    if report.status == "finished":
+        # Also on a redelivery of an ended run: a crash between the end and this
+        # hand-over must not leave a parent waiting forever.
+        await notify_parent(world, run_id)
     return report
 
 
@@ -356,6 +353,7 @@ def _replay_cold(
     definition: Any, run: Any, writer: _Writer, started: datetime
 ) -> Replay | ReplayDivergence:
     replay = Replay(definition, run_id=writer.run_id, input=run.input, started_at=started)
+    replay.preload(writer.events)
     try:
         replay.begin()
         for event in writer.events:
@@ -393,6 +391,9 @@ async def _drive(  # noqa: PLR0917 -- one private call site
     written_before = writer.written
     try:
         while True:
+            if writer.ended:
+                report.status = "finished"  # cancelled meanwhile: stop at this boundary
+                return "done"
             if writer.stale:
                 return "stale"
             if (
@@ -428,11 +429,9 @@ async def _drive(  # noqa: PLR0917 -- one private call site
                 return "done"
             commands = replay.new_commands()
             if commands:
-                # A new step that will run inline now is born running: its
-                # step_started rides in the same batch (one commit, not two).
-                requests, queued = _creations(commands, limits.inline_steps - len(running), limits)
-                launch(await writer.write_batch(requests))
-                await _dispatch(world, writer.run_id, queued)
+                await _write_commands(
+                    world, writer, commands, limits.inline_steps - len(running), limits, launch
+                )
                 continue
             now = world.clock.now()
             busy = set(running.values())
@@ -555,7 +554,12 @@ async def _commit_ahead(  # noqa: PLR0917 -- one private call site
     if replay.done:
         requests.append(_terminal_request(replay))
     else:
-        created, queued = _creations(replay.new_commands(), limits.inline_steps, limits)
+        # Only what may share a batch rides along; a hook or an attribute change
+        # (and everything after it) is written by the main loop, alone.
+        commands = replay.new_commands()
+        cut = next((i for i, c in enumerate(commands) if not isinstance(c, BATCHABLE)), None)
+        batchable = [c for c in commands[:cut] if isinstance(c, BATCHABLE)]
+        created, queued = _creations(batchable, limits.inline_steps, limits)
         requests += created
     try:
         written = await writer.write_batch(
@@ -582,6 +586,64 @@ def _terminal_request(replay: Replay) -> EventRequest:
         except SerializationError as exc:
             value = exc
     return EventRequest.of("run_failed", error=_error_bytes(value), error_code="USER_ERROR")
+
+
+async def _write_commands(  # noqa: PLR0917 -- one private call site
+    world: World,
+    writer: _Writer,
+    commands: list[Command],
+    capacity: int,
+    limits: Limits,
+    launch: Callable[[list[Event]], None],
+) -> None:
+    """Write the workflow's new commands in issue order.
+
+    Runs of steps and waits go in one batch each (a new step that will run
+    inline now is born running: its ``step_started`` rides along); hook
+    creations, disposals and attribute changes are written alone (§7: their
+    outcome must be seen alone, e.g. a ``hook_conflict`` in place of a
+    ``hook_created``).
+    """
+    run: list[StepCommand | WaitCommand] = []
+
+    async def flush() -> None:
+        nonlocal capacity
+        if not run:
+            return
+        requests, queued = _creations(run, capacity, limits)
+        capacity -= sum(1 for r in requests if r.type is T.STEP_STARTED)
+        launch(await writer.write_batch(requests))
+        await _dispatch(world, writer.run_id, queued)
+        run.clear()
+
+    for command in commands:
+        if isinstance(command, StepCommand | WaitCommand):
+            run.append(command)
+            continue
+        await flush()
+        if writer.stale or writer.ended:
+            return
+        await writer.write(_single_request(command))
+        if isinstance(command, AttrCommand):
+            for key, reason in command.changes:
+                mark_cancelled(world, f"{writer.run_id}/{key}", reason or "")
+    await flush()
+
+
+def _single_request(command: HookCommand | DisposeCommand | AttrCommand) -> EventRequest:
+    if isinstance(command, HookCommand):
+        return EventRequest.of(
+            "hook_created",
+            command.correlation_id,
+            token=command.token,
+            metadata=command.metadata,
+            is_webhook=command.is_webhook,
+        )
+    if isinstance(command, DisposeCommand):
+        return EventRequest.of("hook_disposed", command.correlation_id)
+    return EventRequest.of(
+        "attr_set", command.correlation_id, changes=command.changes, writer="workflow"
+    )
 
 
 def _creations(

@@ -31,11 +31,23 @@ from durasim.worlds import Event, EventType
 from ._authoring import STEP_CALLER, StepDef, WorkflowDef
 from ._determinism import RunDeterminism
 from ._errors import ReplayDivergence
+from ._hooks import HookConflict, HookState, new_token
 from ._loop import WorkflowLoop
 from ._metadata import WORKFLOW_METADATA, WorkflowMetadata
+from ._signals import CANCEL_ATTR
 from .serialization import FatalError, SerializationError, deserialize, serialize
 
-__all__ = ["Replay", "StepCommand", "StepState", "WaitCommand", "WaitState"]
+__all__ = [
+    "AttrCommand",
+    "Command",
+    "DisposeCommand",
+    "HookCommand",
+    "Replay",
+    "StepCommand",
+    "StepState",
+    "WaitCommand",
+    "WaitState",
+]
 
 T = EventType
 
@@ -86,6 +98,44 @@ class WaitCommand:
     resume_at: datetime
 
 
+@attrs.frozen
+class HookCommand:
+    """Write ``hook_created`` for this hook (alone: the World may journal a conflict)."""
+
+    correlation_id: str
+    token: str
+    metadata: bytes | None
+    is_webhook: bool
+
+
+@attrs.frozen
+class DisposeCommand:
+    """Write ``hook_disposed`` for this hook."""
+
+    correlation_id: str
+
+
+@attrs.frozen
+class AttrCommand:
+    """Write ``attr_set`` (a workflow-made cancellation: ``durasim.cancel.<id>``)."""
+
+    correlation_id: str
+    changes: tuple[tuple[str, str | None], ...]
+
+
+Command = StepCommand | WaitCommand | HookCommand | DisposeCommand | AttrCommand
+
+#: Commands that may share a batch (the others must be written alone, §7).
+BATCHABLE = (StepCommand, WaitCommand)
+
+
+@attrs.define(eq=False)
+class _Pending:
+    """A command that is not an entity's creation: a disposal or an attribute change."""
+
+    command: DisposeCommand | AttrCommand
+
+
 def _seconds(moment: datetime) -> float:
     return moment.timestamp()
 
@@ -130,13 +180,29 @@ class Replay:
         self._wait_count = 0
         self._order = 0
         self._task: asyncio.Task[Any] | None = None
-        self._uncreated: dict[str, StepState | WaitState] = {}
+        self._uncreated: dict[str, StepState | WaitState | HookState | _Pending] = {}
+        self.hooks: dict[str, HookState] = {}
+        self._hook_count = 0
+        self._recorded_tokens: dict[str, str] = {}
+        self.cancellations: dict[str, str] = {}  # cancel#<n> -> reason, once issued
+        self._cancel_count = 0
         self._open_steps: dict[str, StepState] = {}
         self._open_waits: dict[str, WaitState] = {}
         self.consumed = 0  # position of the last event delivered
         self.busy_seconds = 0.0  # wall time spent running workflow code
 
     # -- driving --------------------------------------------------------------------
+
+    def preload(self, events: list[Event]) -> None:
+        """Learn the tokens the log recorded, so a replayed ``create_hook()`` reuses them.
+
+        A generated token is random; on replay the workflow must see the one it
+        got the first time (it may have passed it to a step or a sender) before
+        the ``hook_created`` event is delivered.
+        """
+        for event in events:
+            if event.type in (T.HOOK_CREATED, T.HOOK_CONFLICT) and event.correlation_id:
+                self._recorded_tokens[event.correlation_id] = event.data["token"]
 
     def begin(self) -> None:
         """Decode the input, start the workflow and run it until it waits."""
@@ -216,17 +282,24 @@ class Replay:
     # never the whole history: a delivery asks for them after every step, so a
     # scan would make an n-step run O(n^2).
 
-    def new_commands(self) -> list[StepCommand | WaitCommand]:
+    def new_commands(self) -> list[Command]:
         """Commands the workflow issued that the log does not hold yet, in issue order."""
-        commands: list[StepCommand | WaitCommand] = []
+        commands: list[Command] = []
         for state in self._uncreated.values():  # insertion order is issue order
             if isinstance(state, StepState):
                 if not state.future.cancelled():
                     commands.append(
                         StepCommand(state.correlation_id, state.definition, state.input)
                     )
-            elif not state.handle.cancelled():
-                commands.append(WaitCommand(state.correlation_id, state.resume_at))
+            elif isinstance(state, WaitState):
+                if not state.handle.cancelled():
+                    commands.append(WaitCommand(state.correlation_id, state.resume_at))
+            elif isinstance(state, HookState):
+                commands.append(
+                    HookCommand(state.correlation_id, state.token, state.metadata, state.is_webhook)
+                )
+            else:
+                commands.append(state.command)
         return commands
 
     def open_steps(self) -> list[StepState]:
@@ -270,6 +343,75 @@ class Replay:
         self.steps[correlation_id] = state
         self._uncreated[correlation_id] = state
         return future
+
+    # -- HookCaller: workflow code creates and reads hooks --------------------------
+
+    def create_hook(self, token: str | None, metadata: Any, *, is_webhook: bool) -> HookState:
+        """Issue a hook command (``hook#<n>``); the token is the recorded one on replay."""
+        self._hook_count += 1
+        correlation_id = f"hook#{self._hook_count}"
+        recorded = self._recorded_tokens.get(correlation_id)
+        if token is None:
+            token = recorded or new_token()
+        self._order += 1
+        state = HookState(
+            correlation_id=correlation_id,
+            token=token,
+            metadata=None if metadata is None else serialize(metadata, root="hook metadata"),
+            is_webhook=is_webhook,
+            order=self._order,
+        )
+        self.hooks[correlation_id] = state
+        self._uncreated[correlation_id] = state
+        return state
+
+    def next_payload(self, state: HookState) -> asyncio.Future[Any]:
+        """The hook's next unread payload, in log order."""
+        future: asyncio.Future[Any] = self.loop.create_future()
+        if state.payloads:
+            _settle(future, state.payloads.popleft())
+        elif (error := state.error()) is not None:
+            future.set_exception(error)
+        else:
+            state.waiters.append(future)
+        return future
+
+    def dispose_hook(self, state: HookState) -> None:
+        """Issue the hook's disposal (once; nothing for a hook that lost its token)."""
+        if state.dispose_issued:
+            return
+        state.dispose_issued = True
+        if state.conflict is None:
+            key = f"{state.correlation_id}!dispose"
+            self._uncreated[key] = _Pending(DisposeCommand(state.correlation_id))
+        while state.waiters:  # a waiter left inside the with block: nothing will come
+            waiter = state.waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(state.error() or RuntimeError("hook disposed"))
+
+    def hook_settled(self, state: HookState) -> asyncio.Future[HookConflict | None]:
+        """Resolved once the log has the hook's creation (or its conflict)."""
+        future: asyncio.Future[HookConflict | None] = self.loop.create_future()
+        if state.created or state.conflict is not None:
+            future.set_result(state.conflict)
+        else:
+            state.settled.append(future)
+        return future
+
+    # -- workflow-made cancellations -------------------------------------------------
+
+    def new_cancellation(self) -> str:
+        """A new cancellation token id of this run (``cancel#<n>``)."""
+        self._cancel_count += 1
+        return f"cancel#{self._cancel_count}"
+
+    def cancel(self, token_id: str, reason: str) -> None:
+        """Journal the cancellation of ``token_id`` (once) as an ``attr_set``."""
+        if token_id in self.cancellations:
+            return
+        self.cancellations[token_id] = reason
+        command = AttrCommand(token_id, ((CANCEL_ATTR + token_id, reason),))
+        self._uncreated[f"{token_id}!attr"] = _Pending(command)
 
     # -- timers --------------------------------------------------------------------------
 
@@ -358,6 +500,62 @@ class Replay:
                 error = FatalError(f"step {state.definition.name} failed: {error!r}")
             state.future.set_exception(error)
 
+    def _hook(self, event: Event) -> HookState:
+        state = self.hooks.get(event.correlation_id or "")
+        if state is None:
+            raise self._diverged(event, "the workflow created no hook with this id")
+        return state
+
+    def _on_hook_created(self, event: Event) -> None:
+        state = self._hook(event)
+        state.created = True
+        state.token = event.data["token"]  # the recorded token is the truth
+        self._uncreated.pop(state.correlation_id, None)
+        _resolve_all(state.settled, None)
+
+    def _on_hook_conflict(self, event: Event) -> None:
+        state = self._hook(event)
+        state.token = event.data["token"]
+        state.conflict = HookConflict(
+            token=state.token,
+            conflicting_run_id=event.data["conflicting_run_id"],
+            conflicting_hook_id=event.data["conflicting_hook_id"],
+        )
+        self._uncreated.pop(state.correlation_id, None)
+        self._uncreated.pop(f"{state.correlation_id}!dispose", None)  # nothing to dispose
+        _resolve_all(state.settled, state.conflict)
+        error = state.error()
+        while state.waiters:
+            waiter = state.waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(error or RuntimeError("hook conflict"))
+
+    def _on_hook_received(self, event: Event) -> None:
+        state = self._hook(event)
+        try:
+            payload: Any = _decode(event.data["payload"])
+        except SerializationError as exc:
+            payload = _Undecodable(exc)
+        while state.waiters:
+            waiter = state.waiters.popleft()
+            if not waiter.done():  # a cancelled await (a timeout) leaves the payload queued
+                _settle(waiter, payload)
+                return
+        state.payloads.append(payload)
+
+    def _on_hook_disposed(self, event: Event) -> None:
+        state = self._hook(event)
+        state.disposed = True
+        self._uncreated.pop(f"{state.correlation_id}!dispose", None)
+
+    def _on_attr_set(self, event: Event) -> None:
+        token_id = event.correlation_id or ""
+        if not token_id.startswith("cancel#"):
+            return  # an attribute set by someone else: not the workflow's business
+        if token_id not in self.cancellations:
+            raise self._diverged(event, "the workflow cancelled no token with this id")
+        self._uncreated.pop(f"{token_id}!attr", None)
+
     def _wait(self, event: Event) -> WaitState:
         state = self.waits.get(event.correlation_id or "")
         if state is None:
@@ -384,14 +582,41 @@ async def _fail_with(error: BaseException) -> Any:
     raise error
 
 
+@attrs.frozen
+class _Undecodable:
+    """A hook payload that cannot be deserialized: raised at the await that reads it."""
+
+    error: SerializationError
+
+
+def _settle(future: asyncio.Future[Any], payload: Any) -> None:
+    if isinstance(payload, _Undecodable):
+        future.set_exception(payload.error)
+    else:
+        future.set_result(payload)
+
+
+def _resolve_all(futures: list[asyncio.Future[Any]], value: Any) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_result(value)
+    futures.clear()
+
+
 def _decode(data: bytes) -> Any:
     return deserialize(data)
 
 
-def _describe(command: StepCommand | WaitCommand) -> str:
+def _describe(command: Command) -> str:
     if isinstance(command, StepCommand):
         return f"step {command.definition.name} ({command.correlation_id})"
-    return f"sleep until {command.resume_at.isoformat()} ({command.correlation_id})"
+    if isinstance(command, WaitCommand):
+        return f"sleep until {command.resume_at.isoformat()} ({command.correlation_id})"
+    if isinstance(command, HookCommand):
+        return f"create hook ({command.correlation_id})"
+    if isinstance(command, DisposeCommand):
+        return f"dispose hook ({command.correlation_id})"
+    return f"cancel ({command.correlation_id})"
 
 
 def _step_name(event: Event) -> str:
@@ -412,6 +637,11 @@ _HANDLERS: dict[EventType, Callable[[Replay, Event], None]] = {
     T.STEP_RETRYING: Replay._on_step_retrying,
     T.STEP_COMPLETED: Replay._on_step_outcome,
     T.STEP_FAILED: Replay._on_step_outcome,
+    T.HOOK_CREATED: Replay._on_hook_created,
+    T.HOOK_CONFLICT: Replay._on_hook_conflict,
+    T.HOOK_RECEIVED: Replay._on_hook_received,
+    T.HOOK_DISPOSED: Replay._on_hook_disposed,
+    T.ATTR_SET: Replay._on_attr_set,
     T.WAIT_CREATED: Replay._on_wait_created,
     T.WAIT_COMPLETED: Replay._on_wait_completed,
 }

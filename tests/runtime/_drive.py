@@ -46,6 +46,7 @@ def check_cold_replay(events: list[Event]) -> None:
         input=created.data["input"],
         started_at=started.created_at,
     )
+    replay.preload(events)
     replay.begin()
     for event in events:
         if event.seq == terminal.seq:
