@@ -191,6 +191,26 @@ async def test_the_default_poll_backs_off_until_close_ends_the_reader(
     assert slept == [0.02, 0.04, 0.08, 0.16]
 
 
+@workflow
+async def relaying(target: Writable, items: list[str]) -> int:
+    return await report(target, items)
+
+
+async def test_a_step_writes_another_runs_stream_with_a_handle_it_was_given(
+    world: World, clock: FixedClock
+) -> None:
+    owner = await start(producing, 0, world=world)  # its stream is written by the other run
+    target = Writable(run_id=owner.run_id, namespace="relayed")
+    writer = await start(relaying, target, ["x", "y"], world=world)
+    await run_to_end(world, clock, writer)
+    assert await read_all(world, owner.run_id, "relayed") == ["x", "y"]
+    step_id = "step//test_streams//report#1"
+    assert await headers(world, owner.run_id, "relayed") == [
+        [step_id, writer.run_id, 1, 0],
+        [step_id, writer.run_id, 1, 1],
+    ]
+
+
 # -- a stream that is never closed ends with its run --------------------------------------------
 
 
