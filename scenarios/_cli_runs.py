@@ -221,3 +221,17 @@ async def cmd_inspect(
         return 0
     finally:
         await world.close()
+
+
+async def cmd_cancel(run_id: str, *, reason: str | None, world_path: Path | None) -> int:
+    """Cancel a pending or running run (``run_cancelled``); its children too."""
+    path = world_path or DEFAULT_HOME / "world.db"
+    if not path.exists():
+        raise DurasimError(f"no World at {path}: pass --world with the World file of the run")
+    world = SQLiteWorld(path)
+    try:
+        cancelled = await get_run(run_id, world=world).cancel(reason)
+    finally:
+        await world.close()
+    print(f"{run_id}: {'cancelled' if cancelled else 'was already cancelled'}")
+    return 0

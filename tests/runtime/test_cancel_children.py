@@ -83,7 +83,8 @@ async def test_a_workflow_made_token_reaches_a_step(world: World, clock: FixedCl
     assert await run.result() == [True, "enough"]
     assert wf_hooks.SEEN == [("token", "enough", True)]
     attr = [e for e in await run.events() if e.type is EventType.ATTR_SET]
-    assert len(attr) == 1 and attr[0].correlation_id == "cancel#1"
+    assert len(attr) == 1
+    assert attr[0].correlation_id == "cancel#1"
     assert (await world.runs.get(run.run_id)).attributes["durasim.cancel.cancel#1"] == "enough"
 
 
@@ -98,7 +99,10 @@ async def test_children_run_and_the_parent_waits_durably(world: World, clock: Fi
     check_cold_replay(await run.events())
     # The parent suspended on each child instead of polling: few deliveries.
     hooks = await world.hooks.list(run.run_id)
-    assert [h.token for h in hooks] == [f"durasim.child:{child_id}", f"durasim.child:{run.run_id}-c2"]
+    assert [h.token for h in hooks] == [
+        f"durasim.child:{child_id}",
+        f"durasim.child:{run.run_id}-c2",
+    ]
 
 
 async def test_a_failing_child_raises_in_the_parent(world: World, clock: FixedClock) -> None:
@@ -133,3 +137,38 @@ async def test_cancelling_a_child_raises_in_the_parent(world: World, clock: Fixe
     with pytest.raises(Exception, match="child only"):
         await run.result()
     assert await run.status() is RunStatus.FAILED
+
+
+def test_durasim_cancel_from_the_command_line(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from durasim.scenarios._cli import main
+    from durasim.worlds import SQLiteWorld
+
+    path = tmp_path / "world.db"
+
+    async def begin() -> str:
+        world = SQLiteWorld(path)
+        try:
+            run = await start(wf_hooks.sleeper, world=world)
+            await Worker(world).drain()
+            return run.run_id
+        finally:
+            await world.close()
+
+    run_id = asyncio.run(begin())
+    assert main(["cancel", run_id, "--reason", "from the shell", "--world", str(path)]) == 0
+    assert main(["cancel", run_id, "--world", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{run_id}: cancelled" in out
+    assert f"{run_id}: was already cancelled" in out
+
+    async def status() -> tuple[str, str | None]:
+        world = SQLiteWorld(path)
+        try:
+            row = await world.runs.get(run_id)
+            return row.status.value, row.cancel_reason
+        finally:
+            await world.close()
+
+    assert asyncio.run(status()) == ("cancelled", "from the shell")
+    assert main(["cancel", "nope", "--world", str(path)]) == 1
+    assert "nope" in capsys.readouterr().err

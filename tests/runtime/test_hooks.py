@@ -33,7 +33,7 @@ async def test_a_payload_reaches_the_awaiting_workflow(world: World, clock: Fixe
     assert await run.status() is RunStatus.RUNNING  # suspended on the hook
     token = await _token(world, run.run_id)
     assert len(token) >= 32  # 192 random bits, url-safe
-    assert wf_hooks.SEEN == [token]  # the step got the recorded token
+    assert [token] == wf_hooks.SEEN  # the step got the recorded token
     event = await resume_hook(token, {"approved": True}, world=world)
     assert event.type is EventType.HOOK_RECEIVED
     await run_to_end(world, clock, run)
@@ -100,7 +100,8 @@ async def test_a_token_held_by_another_run_is_a_conflict(world: World, clock: Fi
     assert result["conflict_run"] == holder.run_id
     assert "held by hook hook#1 of run" in result["error"]
     types = [e.type for e in await loser.events()]
-    assert EventType.HOOK_CONFLICT in types and EventType.HOOK_CREATED not in types
+    assert EventType.HOOK_CONFLICT in types
+    assert EventType.HOOK_CREATED not in types
     # The holder still owns it, and gets the payload.
     await resume_hook("shared", "for the holder", world=world)
     await run_to_end(world, clock, holder)

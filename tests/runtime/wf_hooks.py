@@ -51,7 +51,10 @@ async def conflicted(token: str) -> Any:
     try:
         await hook
     except HookConflictError as exc:
-        return {"conflict_run": conflict.conflicting_run_id if conflict else None, "error": str(exc)}
+        return {
+            "conflict_run": conflict.conflicting_run_id if conflict else None,
+            "error": str(exc),
+        }
     return "no conflict"
 
 
@@ -137,7 +140,7 @@ async def parent_of_failing() -> str:
     kid = await start(failing_child)
     try:
         await kid.result()
-    except Exception as exc:  # noqa: BLE001 -- the test reads the message
+    except Exception as exc:
         return f"{type(exc).__name__}: {exc.__cause__!r}"
     return "no error"
 
@@ -146,3 +149,11 @@ async def parent_of_failing() -> str:
 async def parent_of_sleeper() -> str:
     kid = await start(sleeper)
     return await kid.result()
+
+
+@workflow(module="wf_hooks")
+async def token_then_payload() -> list[Any]:
+    hook = create_hook()
+    token = hook.token  # read before the log's hook_created reaches a replay
+    await tell(token)
+    return [token, await hook]
