@@ -392,6 +392,90 @@ def validate_request(
     missing or forbidden correlation id.  ``world=True`` admits World-only types
     and fields (the World's own synthesized events).
     """
+    if not world:
+        # Every request the runtime builds is well formed: check it in one pass
+        # over precomputed rules; anything unusual takes the full path below,
+        # which raises the same error the same way as before.
+        try:
+            fast = _validate_common(type_, correlation_id, data)
+        except InvalidRequest:
+            fast = None
+        if fast is not None:
+            return fast
+    return _validate_full(type_, correlation_id, data, world=world)
+
+
+@attrs.frozen
+class _Rules:
+    """One client event type's schema, laid out for :func:`_validate_common`."""
+
+    type: EventType
+    needs_correlation: bool
+    no_correlation: bool
+    fields: frozenset[str]  # those a client may set
+    order: tuple[tuple[str, _Field], ...]  # those, in schema order
+
+
+_RULES: Final[dict[str, _Rules]] = {
+    t.value: _Rules(
+        type=t,
+        needs_correlation=t in _NEEDS_CORRELATION,
+        no_correlation=t in _NO_CORRELATION,
+        fields=frozenset(n for n, f in _SCHEMA[t].items() if not f.world_only),
+        order=tuple((n, f) for n, f in _SCHEMA[t].items() if not f.world_only),
+    )
+    for t in EventType
+    if t not in WORLD_ONLY_TYPES
+}
+
+
+#: Field kinds whose values need no check beyond their exact type ...
+_PLAIN: Final = {_BYTES: bytes, _STR: str, _BOOL: bool}
+#: ... except these string fields, checked further by :func:`_check_field`.
+_STR_CHECKED: Final = frozenset({"token", "reason", "conflicting_run_id"})
+
+
+def _validate_common(
+    type_: EventType | str, correlation_id: str | None, data: Mapping[str, Any]
+) -> EventRequest | None:
+    """The request if it is plainly valid; ``None`` to let the full check decide."""
+    rules = _RULES.get(type_) if isinstance(type_, str) else None
+    if rules is None or (type(data) is not dict and type(data) is not Payload):
+        return None
+    if correlation_id is None:
+        if rules.needs_correlation:
+            return None
+    elif (
+        rules.no_correlation
+        or type(correlation_id) is not str
+        or not _CORRELATION_ID.fullmatch(correlation_id)
+    ):
+        return None
+    if not rules.fields.issuperset(data):
+        return None
+    clean: dict[str, Any] = {}
+    get = data.get
+    for name, spec in rules.order:
+        value = get(name)
+        if value is None:
+            if spec.required:
+                return None
+        elif type(value) is _PLAIN.get(spec.kind) and name not in _STR_CHECKED:
+            clean[name] = value
+        else:
+            clean[name] = _check_field(rules.type, name, spec, value)
+    request = EventRequest(type=rules.type, correlation_id=correlation_id, data=Payload(clean))
+    object.__setattr__(request, "_validated", True)  # frozen: set once, at birth
+    return request
+
+
+def _validate_full(
+    type_: EventType | str,
+    correlation_id: str | None,
+    data: Mapping[str, Any],
+    *,
+    world: bool,
+) -> EventRequest:
     try:
         event_type = EventType(type_)
     except ValueError:
