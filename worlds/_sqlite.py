@@ -20,7 +20,7 @@ process's write lock blocks the event loop for at most ``busy_timeout``.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -78,25 +78,43 @@ class _View:
     """The fold's StateView, answered by queries inside the write transaction."""
 
     def __init__(
-        self, db: sqlite3.Connection, run_id: str, run: Run | None, counters: Snapshot
+        self,
+        db: sqlite3.Connection,
+        run_id: str,
+        run: Run | None,
+        counters: Snapshot,
+        *,
+        known_steps: Mapping[str, Step] | None = None,
     ) -> None:
         self._db = db
         self._run_id = run_id
         self._run = run
         self._counters = counters
-        self._steps: dict[str, Step | None] = {}
+        # Steps as this connection last wrote them (valid: see SQLiteWorld._steps_cache).
+        self._steps: dict[str, Step | None] = dict(known_steps) if known_steps else {}
 
     def prefetch_steps(self, step_ids: Sequence[str]) -> None:
-        """Read every named step in one query (a batch would otherwise ask one by one)."""
-        wanted = list(dict.fromkeys(step_ids))
+        """Read every named step not known yet, in few queries (a batch would ask one by one).
+
+        Most are new steps (``step_created``): a first query over the primary
+        key finds which exist; only those are read in full.
+        """
+        wanted = [s for s in dict.fromkeys(step_ids) if s not in self._steps]
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
-            rows = self._db.execute(
-                f"{codec.STEP_SELECT} WHERE s.run_id = ? AND s.step_id IN "
-                f"({', '.join('?' for _ in chunk)})",
+            marks = ", ".join("?" for _ in chunk)
+            found = self._db.execute(
+                f"SELECT step_id FROM steps WHERE run_id = ? AND step_id IN ({marks})",
                 (self._run_id, *chunk),
             ).fetchall()
             self._steps.update(dict.fromkeys(chunk))
+            if not found:
+                continue
+            rows = self._db.execute(
+                f"{codec.STEP_SELECT} WHERE s.run_id = ? AND s.step_id IN "
+                f"({', '.join('?' for _ in found)})",
+                (self._run_id, *(row[0] for row in found)),
+            ).fetchall()
             self._steps.update({row[1]: codec.step_from_row(row) for row in rows})
 
     def run(self) -> Run | None:
@@ -221,6 +239,10 @@ class SQLiteWorld:
         self._durability = durability
         self._max_deliveries = max_deliveries
         self._runs_cache: dict[str, tuple[Run, Snapshot]] = {}
+        # The unfinished steps this connection wrote last, per recently written
+        # run: a write usually touches the step the previous one started, and
+        # need not read it back.  Valid exactly when ``_runs_cache`` is.
+        self._steps_cache: dict[str, dict[str, Step]] = {}
         self._data_version: int | None = None
         try:
             self._db = sqlite3.connect(
@@ -339,6 +361,7 @@ class SQLiteWorld:
             version = db.execute("PRAGMA data_version").fetchone()[0]
             if version != self._data_version:
                 self._runs_cache.clear()
+                self._steps_cache.clear()
                 self._data_version = version
             yield db
             db.execute("COMMIT")
@@ -346,6 +369,7 @@ class SQLiteWorld:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             self._runs_cache.clear()  # whatever happened, decide the next write afresh
+            self._steps_cache.clear()
             if isinstance(exc, sqlite3.Error):
                 raise WorldError(
                     f"SQLite World {str(self.path)!r}: the write failed and was rolled back "
@@ -391,11 +415,29 @@ class SQLiteWorld:
         return self._run_row(db, run_id)
 
     def _remember(self, plan: Plan) -> None:
-        """Cache a committed plan's run and counters (called after COMMIT)."""
+        """Cache a committed plan's run, counters and unfinished steps (called after COMMIT)."""
+        run_id = plan.run.run_id
         cache = self._runs_cache
-        cache[plan.run.run_id] = (plan.run, plan.after)
+        cache[run_id] = (plan.run, plan.after)
         if len(cache) > sql.CACHED_RUNS:
             del cache[next(iter(cache))]
+        if not plan.steps:
+            return
+        steps_cache = self._steps_cache
+        steps = steps_cache.pop(run_id, {})  # re-inserted last: the newest run
+        for step_id, step in plan.steps.items():
+            if step.status.terminal:
+                steps.pop(step_id, None)  # rarely written again: read it then
+            else:
+                steps[step_id] = step
+        if steps:
+            steps_cache[run_id] = steps
+            if len(steps_cache) > sql.CACHED_STEP_RUNS:
+                del steps_cache[next(iter(steps_cache))]
+
+    def _known_steps(self, run_id: str) -> dict[str, Step] | None:
+        """The cached unfinished steps of ``run_id`` (only valid inside :meth:`_write`)."""
+        return self._steps_cache.get(run_id)
 
     def _store(self, db: sqlite3.Connection, plan: Plan, *, original: Run | None) -> None:
         run = plan.run
@@ -637,7 +679,7 @@ class _Events(_Facet):
         with w._write() as db:
             run, counters = w._cached_run(db, run_id)
             plan = plan_write(
-                _View(db, run_id, run, counters),
+                _View(db, run_id, run, counters, known_steps=w._known_steps(run_id)),
                 run_id,
                 request,
                 event_time(w._clock.now(), occurred_at, in_band=in_band),
@@ -668,7 +710,7 @@ class _Events(_Facet):
         check_run_id(run_id)
         with w._write() as db:
             run, counters = w._cached_run(db, run_id)
-            view = _View(db, run_id, run, counters)
+            view = _View(db, run_id, run, counters, known_steps=w._known_steps(run_id))
             view.prefetch_steps(
                 [r.correlation_id for r in checked if r.type in STEP_TYPES and r.correlation_id]
             )

@@ -13,6 +13,7 @@ from . import _sqlite_codec as codec
 
 __all__ = [
     "CACHED_RUNS",
+    "CACHED_STEP_RUNS",
     "EVENT_COLUMNS",
     "INSERT_EVENT",
     "INSERT_RUN",
@@ -178,4 +179,6 @@ SELECT_RUN = f"SELECT {codec.RUN_COLUMNS} FROM runs WHERE run_id = ?"
 SELECT_COUNTERS = "SELECT seq, in_band_seq FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
 #: Runs whose (row, counters) are cached between writes of this connection.
 CACHED_RUNS = 4096
+#: Runs whose unfinished steps are cached too (they hold the steps' input bytes).
+CACHED_STEP_RUNS = 64
 EVENT_COLUMNS = "run_id, seq, type, created_at, correlation_id, in_band, data, blob"

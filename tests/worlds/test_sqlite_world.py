@@ -68,6 +68,51 @@ async def test_a_second_connection_sees_what_the_first_wrote(tmp_path: Path) -> 
     await b.close()
 
 
+async def test_a_step_another_connection_finished_is_not_finished_again(tmp_path: Path) -> None:
+    """The step cache of one connection is dropped when another connection commits."""
+    path = tmp_path / "w.db"
+    a = SQLiteWorld(path, ids=CountingIds(namespace="a"))
+    b = SQLiteWorld(path, ids=CountingIds(namespace="b"))
+    run_id = await _running_run(a)
+    started = [_e("step_created", "s#1", step_name="s", input=b""), _e("step_started", "s#1")]
+    await a.events.create_batch(run_id, started)  # s#1 running, in a's cache
+    await b.events.create(run_id, _e("step_completed", "s#1", result=b"b"))
+    with pytest.raises(EntityConflict, match="completed"):
+        await a.events.create(run_id, _e("step_completed", "s#1", result=b"a"))
+    with pytest.raises(EntityConflict, match="completed"):
+        await a.events.create_batch(run_id, [_e("step_failed", "s#1", error=b"a")])
+    assert (await a.steps.get(run_id, "s#1")).output == b"b"
+    a._check()
+    await a.close()
+    await b.close()
+
+
+async def test_steps_cached_across_writes_match_the_stored_ones(tmp_path: Path) -> None:
+    """A run written step after step, reading back only what it must, folds as stored."""
+    world = SQLiteWorld(tmp_path / "w.db", clock=FixedClock())
+    run_id = await _running_run(world)
+    await world.events.create_batch(
+        run_id, [_e("step_created", "s#1", step_name="s", input=b"1"), _e("step_started", "s#1")]
+    )
+    for k in range(1, 6):
+        await world.events.create_batch(run_id, [_e("step_retrying", f"s#{k}", error=b"e")])
+        await world.events.create(run_id, _e("step_started", f"s#{k}"))
+        await world.events.create_batch(
+            run_id,
+            [
+                _e("step_completed", f"s#{k}", result=str(k).encode()),
+                _e("step_created", f"s#{k + 1}", step_name="s", input=b"i"),
+                _e("step_started", f"s#{k + 1}"),
+            ],
+        )
+    with pytest.raises(EntityConflict, match="already exists"):
+        await world.events.create(run_id, _e("step_created", "s#3", step_name="s", input=b""))
+    step = await world.steps.get(run_id, "s#6")
+    assert (step.status.value, step.attempt) == ("running", 1)
+    world._check()
+    await world.close()
+
+
 async def test_in_band_counts_are_shared_between_connections(tmp_path: Path) -> None:
     path = tmp_path / "w.db"
     a, b = SQLiteWorld(path), SQLiteWorld(path)
