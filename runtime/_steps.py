@@ -97,7 +97,8 @@ async def execute_step(
     )
     workflow_token = WORKFLOW_METADATA.set(workflow)
     try:
-        if definition.is_async or inspect.iscoroutinefunction(fn):
+        # ``is_async`` was read off ``definition.fn``; only a closure copy needs a look.
+        if definition.is_async or (fn is not definition.fn and inspect.iscoroutinefunction(fn)):
             result = await fn(*args, **kwargs)
         elif sync_in_thread:
             result = await run_in_step_thread(fn, *args, **kwargs)

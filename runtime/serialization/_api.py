@@ -63,11 +63,10 @@ def serialize(
         SerializationError: a part of the value cannot cross a step boundary; the
             message names its path, its type and what to pass instead.
     """
-    encoder = Encoder(registry or default_registry())
     with wrap_errors(root):
         if is_plain(value):
             return _HEAD_PLAIN + dumps_tree(value)
-        tree = encoder.encode(value)
+        tree = Encoder(registry or default_registry()).encode(value)
     return _HEAD_TAGGED + dumps_tree(tree)
 
 
