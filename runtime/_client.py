@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -22,6 +22,7 @@ from ._children import await_child, cascade_cancel, notify_parent, outcome_of, r
 from ._children import start_child as _start_child_step
 from ._orchestrator import enqueue_wake
 from ._signals import mark_cancelled
+from ._streams import read_stream as _read_stream
 from .serialization import serialize
 
 __all__ = ["Run", "get_run", "start"]
@@ -101,6 +102,20 @@ class Run:
         # A delivery of the run sees the end and stops; a sleeping run needs none.
         await enqueue_wake(world, self.run_id, key=f"cancel:{self.run_id}")
         return bool(written.allocated)
+
+    def read_stream(
+        self,
+        namespace: str | None = None,
+        start: int = 0,
+        *,
+        poll: Callable[[], Awaitable[object]] | None = None,
+    ) -> AsyncIterator[Any]:
+        """The chunks of this run's stream ``namespace`` from ``start``, live until it ends.
+
+        See docs/streams.md; ``poll`` replaces the wait between two reads of a
+        live stream (tests drive it without the wall clock).
+        """
+        return _read_stream(self._world, self.run_id, namespace, start, poll=poll)
 
     async def events(self) -> list[Event]:
         """The run's whole log, in order."""

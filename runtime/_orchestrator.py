@@ -29,6 +29,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -105,6 +107,10 @@ class Limits:
             keeps the log right; the body then runs twice).
         queue_steps: new steps beyond ``inline_steps`` go through the queue, to
             be run by any worker (nested steps always run inline).
+        keep_replays: keep a suspended run's live replay in this process, so its
+            next delivery here reads only the new events and continues it
+            instead of replaying the log from the top (up to
+            :data:`KEPT_REPLAYS` runs per World).
     """
 
     max_events: int = 25_000
@@ -114,6 +120,7 @@ class Limits:
     replay_budget: float = 240.0
     sync_steps: str = attrs.field(default="thread")
     queue_steps: bool = False
+    keep_replays: bool = True
 
     @sync_steps.validator
     def _check_sync_steps(self, attribute: object, value: str) -> None:
@@ -224,9 +231,46 @@ class _Writer:
                 self.replay.deliver(event)
 
 
-async def load_log(world: World, run_id: str) -> tuple[list[Event], int]:
-    """Every event of the run, in order, and how many of them are in-band."""
-    page = await world.events.list(run_id, limit=5000)
+@attrs.define(eq=False)
+class _Kept:
+    """A suspended run's live replay, kept by this process for its next delivery."""
+
+    replay: Replay
+    events: list[Event]
+    in_band: int
+
+
+#: Suspended runs whose replay a process keeps, per World (least recently used dropped).
+KEPT_REPLAYS = 256
+_kept: weakref.WeakKeyDictionary[World, OrderedDict[str, _Kept]] = weakref.WeakKeyDictionary()
+
+
+def _take_kept(world: World, run_id: str) -> _Kept | None:
+    try:
+        return _kept.get(world, OrderedDict()).pop(run_id, None)
+    except TypeError:  # a World that cannot be weakly referenced: nothing is kept
+        return None
+
+
+def _keep(world: World, run_id: str, kept: _Kept) -> None:
+    try:
+        runs = _kept.setdefault(world, OrderedDict())
+    except TypeError:
+        return
+    runs[run_id] = kept
+    while len(runs) > KEPT_REPLAYS:
+        runs.popitem(last=False)
+
+
+def forget_kept_replays(world: World) -> None:
+    """Drop every replay this process keeps for ``world`` (tests, memory pressure)."""
+    with contextlib.suppress(TypeError):
+        _kept.pop(world, None)
+
+
+async def load_log(world: World, run_id: str, *, after_seq: int = 0) -> tuple[list[Event], int]:
+    """The run's events after ``after_seq``, in order, and how many of them are in-band."""
+    page = await world.events.list(run_id, after_seq=after_seq, limit=5000)
     events = list(page.events)
     while page.has_more:
         page = await world.events.list(run_id, after_seq=page.next_after, limit=5000)
@@ -285,8 +329,19 @@ async def _deliver(
     *,
     attempt: int,
 ) -> None:
+    if (await world.runs.get(run_id)).status.terminal:
+        # Ended (a redelivery, a wake-up queued before the end, a cancel): the
+        # run row is the fold of the log, so the log need not be read.
+        report.status = "finished"
+        return
+    kept = _take_kept(world, run_id) if limits.keep_replays else None
     try:
-        events, seq_in_band = await load_log(world, run_id)
+        if kept is not None:
+            # Only the events since the last delivery: the log is append-only.
+            new, new_in_band = await load_log(world, run_id, after_seq=len(kept.events))
+            events, seq_in_band = kept.events + new, kept.in_band + new_in_band
+        else:
+            events, seq_in_band = await load_log(world, run_id)
     except CorruptedLog as exc:
         await _fail_unfenced(world, run_id, exc, "CORRUPTED_EVENT_LOG")
         report.status = "finished"
@@ -320,8 +375,11 @@ async def _deliver(
         run_id=run_id, workflow_id=definition.workflow_id, started_at=started
     )
     while True:
-        replay = _replay_cold(definition, run, writer, started)
-        report.full_replays += 1
+        replay = _resume_kept(kept, definition, writer)
+        kept = None
+        if replay is None:
+            replay = _replay_cold(definition, run, writer, started)
+            report.full_replays += 1
         if isinstance(replay, ReplayDivergence):
             report.divergences += 1
             if report.divergences > limits.max_divergences:
@@ -340,6 +398,8 @@ async def _deliver(
         outcome = await _drive(world, writer, replay, limits, report, metadata)
         if outcome != "stale":
             report.events_written = writer.written
+            if limits.keep_replays and report.status == "suspended" and _settled(writer, replay):
+                _keep(world, run_id, _Kept(replay, writer.events, writer.expected))
             return
         log.info(
             "run %s: events from another writer landed amid this delivery's writes; "
@@ -347,6 +407,28 @@ async def _deliver(
             run_id,
             report.full_replays + 1,
         )
+
+
+def _settled(writer: _Writer, replay: Replay) -> bool:
+    """Whether the replay has consumed exactly the log this delivery holds."""
+    return not writer.stale and not writer.ended and replay.consumed == len(writer.events)
+
+
+def _resume_kept(kept: _Kept | None, definition: Any, writer: _Writer) -> Replay | None:
+    """The kept replay fed the events since it was kept, or ``None`` (replay cold)."""
+    if kept is None or kept.replay.definition is not definition:
+        return None
+    replay = kept.replay
+    replay.busy_seconds = 0.0  # the budget is per delivery
+    try:
+        for event in writer.events[replay.consumed :]:
+            if event.type in _TERMINAL:
+                break
+            replay.deliver(event)
+    except ReplayDivergence as exc:
+        log.info("run %s: the kept replay diverged (%s); replaying cold", writer.run_id, exc)
+        return None
+    return replay
 
 
 def _replay_cold(

@@ -21,6 +21,7 @@ from durasim.runtime import (
     step,
     workflow,
 )
+from durasim.runtime._orchestrator import forget_kept_replays
 from durasim.worlds import FixedClock, RunStatus, World, WorldError
 
 
@@ -313,10 +314,22 @@ async def test_over_its_replay_budget_a_delivery_hands_over_after_progress(
     worker = Worker(world, limits=Limits(replay_budget=0.0))
     await worker.drain()
     assert await run.result() == 5
-    # every delivery made progress (one step) and handed the rest to a fresh one
+    # every delivery made progress (one step) and handed the rest to a fresh one,
+    # which continued the replay this process kept instead of replaying cold
     assert len(worker.reports) >= 5
     assert all(r.steps_run >= 1 for r in list(worker.reports)[:-1])
-    assert sum(r.full_replays for r in worker.reports) == len(worker.reports)
+    assert [r.full_replays for r in worker.reports] == [1] + [0] * (len(worker.reports) - 1)
+
+
+async def test_a_handed_over_run_replays_cold_where_nothing_was_kept(
+    world: World, clock: FixedClock
+) -> None:
+    run = await start(long_loop, 3, world=world)
+    worker = Worker(world, limits=Limits(replay_budget=0.0))
+    while await worker.run_one():
+        forget_kept_replays(world)  # as if each delivery ran in another process
+    assert await run.result() == 3
+    assert all(r.full_replays == 1 for r in worker.reports)
 
 
 async def test_sync_steps_can_run_on_the_loop(world: World, clock: FixedClock) -> None:
