@@ -375,7 +375,7 @@ async def _deliver(
         run_id=run_id, workflow_id=definition.workflow_id, started_at=started
     )
     while True:
-        replay = _resume_kept(kept, definition, writer)
+        replay: Replay | ReplayDivergence | None = _resume_kept(kept, definition, writer)
         kept = None
         if replay is None:
             replay = _replay_cold(definition, run, writer, started)
