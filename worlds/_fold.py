@@ -21,6 +21,8 @@ __all__ = ["FoldedRun", "apply", "fold_into", "fold_log"]
 
 T = EventType
 
+_STEP_ENDS = frozenset({T.STEP_COMPLETED, T.STEP_FAILED})
+
 _TERMINAL_STATUS = {
     T.RUN_COMPLETED: RunStatus.COMPLETED,
     T.RUN_FAILED: RunStatus.FAILED,
@@ -177,7 +179,7 @@ def apply(
             updated_at=at,
         )
         return run, [changed], [], []
-    if kind in (T.STEP_COMPLETED, T.STEP_FAILED):
+    if kind in _STEP_ENDS:
         if step is None:
             return run, [], [], []
         if kind is T.STEP_COMPLETED:

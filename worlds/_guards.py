@@ -42,7 +42,16 @@ from ._errors import (
     TooEarly,
     WaitNotFound,
 )
-from ._events import RUN_TERMINAL_TYPES, Event, EventRequest, EventType, Payload, in_schema_order
+from ._events import (
+    RUN_TERMINAL_TYPES,
+    STEP_TYPES,
+    WAIT_TYPES,
+    Event,
+    EventRequest,
+    EventType,
+    Payload,
+    in_schema_order,
+)
 from ._fold import apply
 
 __all__ = [
@@ -55,6 +64,14 @@ __all__ = [
 ]
 
 T = EventType
+
+# Sets, not tuples: ``kind in (A, B)`` falls back to str.__eq__ per member.
+_CREATIONS = frozenset({T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED})
+_RUN_ENDS = frozenset({T.RUN_COMPLETED, T.RUN_FAILED})
+_STEP_CHANGES = frozenset({T.STEP_STARTED, T.STEP_RETRYING, T.STEP_COMPLETED, T.STEP_FAILED})
+_STEP_ENDS = frozenset({T.STEP_COMPLETED, T.STEP_FAILED})
+_HOOK_CHANGES = frozenset({T.HOOK_RECEIVED, T.HOOK_DISPOSED})
+_HOOK_TOUCHES = frozenset({T.HOOK_CREATED, T.HOOK_RECEIVED, T.HOOK_DISPOSED})
 
 #: Event types a batch may not carry (each may turn into something else or
 #: appends nothing: their outcome must be seen alone).
@@ -233,7 +250,7 @@ def _refuse_on_terminal_run(run: Run, request: EventRequest) -> None:
             f"{label}: {kind.value} cannot move a terminal run to another terminal state",
             run_id=run.run_id,
         )
-    if kind in (T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED):
+    if kind in _CREATIONS:
         raise EntityConflict(
             f"{label}: {kind.value} {request.correlation_id!r} cannot add an entity to it",
             run_id=run.run_id,
@@ -309,15 +326,13 @@ def _plan_one(
     if kind is T.RUN_STARTED:
         if run.status is RunStatus.RUNNING:
             return  # tolerated: a second run_started appends nothing
-    elif kind in (T.RUN_COMPLETED, T.RUN_FAILED):
+    elif kind in _RUN_ENDS:
         if run.status is RunStatus.PENDING:
             raise EntityConflict(
                 f"run {run_id!r} is pending: write run_started before {kind.value}",
                 run_id=run_id,
             )
-    elif (
-        kind in (T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED) and run.status is RunStatus.PENDING
-    ):
+    elif kind in _CREATIONS and run.status is RunStatus.PENDING:
         raise EntityConflict(
             f"run {run_id!r} is pending: write run_started before {kind.value} {cid!r}",
             run_id=run_id,
@@ -327,7 +342,7 @@ def _plan_one(
         assert cid is not None
         if view.has_step(cid):
             raise EntityConflict(f"run {run_id!r}: step {cid!r} already exists", run_id=run_id)
-    elif kind in (T.STEP_STARTED, T.STEP_RETRYING, T.STEP_COMPLETED, T.STEP_FAILED):
+    elif kind in _STEP_CHANGES:
         assert cid is not None
         step = view.step(cid)
         if step is None:
@@ -341,7 +356,7 @@ def _plan_one(
                 run_id=run_id,
             )
         if run.status.terminal and (
-            step.status is not StepStatus.RUNNING or kind not in (T.STEP_COMPLETED, T.STEP_FAILED)
+            step.status is not StepStatus.RUNNING or kind not in _STEP_ENDS
         ):
             raise RunExpired(
                 f"run {run_id!r} is {run.status.value}: only a step that was running when it "
@@ -380,7 +395,7 @@ def _plan_one(
                     **{k: v for k, v in request.data.items() if k in ("metadata", "is_webhook")},
                 }
             )
-    elif kind in (T.HOOK_RECEIVED, T.HOOK_DISPOSED):
+    elif kind in _HOOK_CHANGES:
         assert cid is not None
         hook = view.hook(cid)
         if hook is None or (kind is T.HOOK_RECEIVED and hook.status is not HookStatus.ACTIVE):
@@ -437,17 +452,11 @@ def _plan_one(
         plan.waits[w.wait_id] = w
     plan.events.append(event)
     plan.after = Snapshot(seq=seq, seq_in_band=plan.after.seq_in_band + (1 if in_band else 0))
-    if steps and kind in (
-        T.STEP_CREATED,
-        T.STEP_STARTED,
-        T.STEP_RETRYING,
-        T.STEP_COMPLETED,
-        T.STEP_FAILED,
-    ):
+    if steps and kind in STEP_TYPES:
         plan.touched = steps[0]
-    elif hooks and kind in (T.HOOK_CREATED, T.HOOK_RECEIVED, T.HOOK_DISPOSED):
+    elif hooks and kind in _HOOK_TOUCHES:
         plan.touched = hooks[0]
-    elif waits and kind in (T.WAIT_CREATED, T.WAIT_COMPLETED):
+    elif waits and kind in WAIT_TYPES:
         plan.touched = waits[0]
 
 

@@ -205,6 +205,63 @@ def _step_refs(plan: Plan) -> dict[str, tuple[int | None, int | None, int | None
     return {step_id: (r[0], r[1], r[2]) for step_id, r in refs.items()}
 
 
+class _WriteTransaction:
+    """:meth:`SQLiteWorld._write`; a class, not a generator: every write enters one."""
+
+    __slots__ = ("_db", "_world")
+
+    def __init__(self, world: SQLiteWorld) -> None:
+        self._world = world
+        self._db = world._live()
+
+    def __enter__(self) -> sqlite3.Connection:
+        db, world = self._db, self._world
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise WorldError(
+                f"SQLite World {str(world.path)!r}: could not take the write lock ({exc}); "
+                "another process holds it longer than busy_timeout",
+                path=str(world.path),
+            ) from exc
+        try:
+            version = db.execute("PRAGMA data_version").fetchone()[0]
+        except BaseException as exc:
+            self._roll_back(exc)
+            raise
+        if version != world._data_version:
+            world._runs_cache.clear()
+            world._steps_cache.clear()
+            world._data_version = version
+        return db
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if exc is not None:
+            self._roll_back(exc)
+            return  # anything else propagates as it is
+        try:
+            self._db.execute("COMMIT")
+        except BaseException as failed:
+            self._roll_back(failed)
+            raise
+
+    def _roll_back(self, exc: BaseException) -> None:
+        """Undo the write and drop the caches; a storage error is raised as a WorldError."""
+        db, world = self._db, self._world
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        world._runs_cache.clear()  # whatever happened, decide the next write afresh
+        world._steps_cache.clear()
+        if isinstance(exc, sqlite3.Error):
+            raise WorldError(
+                f"SQLite World {str(world.path)!r}: the write failed and was rolled back "
+                f"({exc}); nothing was committed",
+                path=str(world.path),
+            ) from exc
+
+
 class SQLiteWorld:
     """The embedded World: one SQLite file, safe for several processes at once.
 
@@ -340,43 +397,15 @@ class SQLiteWorld:
             )
         return self._db
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> _WriteTransaction:
         """One write transaction holding the database's write lock from the start.
 
         Under the lock, ``PRAGMA data_version`` tells whether another connection
         committed since this one last looked; if so the run cache is dropped, so
-        every decision is made on the current state.
+        every decision is made on the current state.  Whatever fails inside
+        rolls the whole write back and drops the caches.
         """
-        db = self._live()
-        try:
-            db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise WorldError(
-                f"SQLite World {str(self.path)!r}: could not take the write lock ({exc}); "
-                "another process holds it longer than busy_timeout",
-                path=str(self.path),
-            ) from exc
-        try:
-            version = db.execute("PRAGMA data_version").fetchone()[0]
-            if version != self._data_version:
-                self._runs_cache.clear()
-                self._steps_cache.clear()
-                self._data_version = version
-            yield db
-            db.execute("COMMIT")
-        except BaseException as exc:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            self._runs_cache.clear()  # whatever happened, decide the next write afresh
-            self._steps_cache.clear()
-            if isinstance(exc, sqlite3.Error):
-                raise WorldError(
-                    f"SQLite World {str(self.path)!r}: the write failed and was rolled back "
-                    f"({exc}); nothing was committed",
-                    path=str(self.path),
-                ) from exc
-            raise
+        return _WriteTransaction(self)
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
