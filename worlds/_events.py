@@ -99,10 +99,20 @@ class Payload(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self._items)
 
+    # The Mapping mixins go through __getitem__ and catch KeyError: slow on a miss.
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value for ``key``, or ``default``."""
+        return self._items.get(key, default)
+
     def __hash__(self) -> int:
         return hash(tuple(sorted(self._items.items())))
 
     def __eq__(self, other: object) -> bool:
+        if isinstance(other, Payload):
+            return self._items == other._items
         if isinstance(other, Mapping):
             return self._items == dict(other)
         return NotImplemented
