@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from durasim.checkers import check_invariants
 from durasim.runtime import Run, Worker, find_workflow, serialize
 from durasim.runtime._replay import Replay
 from durasim.worlds import Event, EventType, FixedClock, World
@@ -10,12 +11,19 @@ _TERMINAL = (EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCEL
 
 
 async def run_to_end(
-    world: World, clock: FixedClock, run: Run, *, max_rounds: int = 200, replay: bool = True
+    world: World,
+    clock: FixedClock,
+    run: Run,
+    *,
+    max_rounds: int = 200,
+    replay: bool = True,
+    invariants: bool = True,
 ) -> Worker:
     """Serve ``run`` until it ends, jumping the clock to each next due message.
 
     Then, unless ``replay=False``, replay the finished log cold and require the
-    same outcome (the determinism every engine test gets for free).
+    same outcome (the determinism every engine test gets for free), and unless
+    ``invariants=False``, require every invariant of the World to hold.
     """
     worker = Worker(world)
     for _ in range(max_rounds):
@@ -23,6 +31,9 @@ async def run_to_end(
         if (await run.status()).terminal:
             if replay:
                 check_cold_replay(await run.events())
+            if invariants:
+                report = await check_invariants(world)
+                assert report.ok, report.render()
             return worker
         due = await world.queue.next_due()
         assert due is not None, f"run {run.run_id} is stuck: nothing is queued"

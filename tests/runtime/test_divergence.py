@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from _drive import run_to_end
 
+from durasim.checkers import check_invariants
 from durasim.runtime import WorkflowFailed, get_run, serialize, start, step, workflow
 from durasim.worlds import EventRequest, FixedClock, RunStatus, SQLiteWorld, World
 
@@ -101,8 +102,12 @@ async def test_a_hole_in_the_log_fails_the_run_at_once(tmp_path: Path) -> None:
     db.commit()
     db.close()
     world = SQLiteWorld(path, clock=clock)
-    worker = await run_to_end(world, clock, get_run("holey", world=world), replay=False)
+    worker = await run_to_end(
+        world, clock, get_run("holey", world=world), replay=False, invariants=False
+    )
     assert [r.status for r in worker.reports] == ["finished"]
+    report = await check_invariants(world)
+    assert report.rules_broken() == {"log.dense": 1}
     failed = await world.runs.get("holey")
     assert failed.status is RunStatus.FAILED
     assert failed.error_code == "CORRUPTED_EVENT_LOG"
