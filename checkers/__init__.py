@@ -5,15 +5,20 @@
   :func:`check_log` / :func:`check_logs` do the same for logs without a World.
 """
 
+from ._export import LogFileError, event_from_json, event_to_json, load_logs
 from ._invariants import Report, StoredRun, Violation, check_invariants, check_log, check_logs
 from ._rules import RULES
 
 __all__ = [
     "RULES",
+    "LogFileError",
     "Report",
     "StoredRun",
     "Violation",
     "check_invariants",
     "check_log",
     "check_logs",
+    "event_from_json",
+    "event_to_json",
+    "load_logs",
 ]

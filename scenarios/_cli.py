@@ -36,7 +36,7 @@ from durasim.worlds import (
     World,
 )
 
-from ._cli_runs import cmd_cancel, cmd_inspect, cmd_run, cmd_worker
+from ._cli_runs import cmd_cancel, cmd_check_log, cmd_inspect, cmd_run, cmd_worker
 
 __all__ = ["main"]
 
@@ -170,6 +170,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     inspectp.add_argument("run_id", nargs="?", help="the run (for run and events)")
     inspectp.add_argument("--world", type=Path, default=None, help="SQLite World file")
     inspectp.add_argument("--json", action="store_true", help="machine-readable output")
+    checkp = sub.add_parser(
+        "check-log", help="check exported logs (inspect events ID --json) against every invariant"
+    )
+    checkp.add_argument("path", type=Path, help="a .jsonl file or a directory of them")
     cancelp = sub.add_parser("cancel", help="cancel a pending or running run (and its children)")
     cancelp.add_argument("run_id", help="the run to cancel")
     cancelp.add_argument("--reason", default=None, help="why (recorded in the log)")
@@ -190,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(
                 cmd_inspect(args.what, args.run_id, world_path=args.world, as_json=args.json)
             )
+        if args.command == "check-log":
+            return cmd_check_log(args.path)
         if args.command == "cancel":
             return asyncio.run(cmd_cancel(args.run_id, reason=args.reason, world_path=args.world))
         if args.command == "demo":

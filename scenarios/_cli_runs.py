@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from durasim.checkers import check_logs, event_to_json, load_logs
 from durasim.runtime import (
     DEFAULT_HOME,
     Run,
@@ -211,10 +212,12 @@ async def cmd_inspect(
                 if body["error"] is not None:
                     print(f"  error ({body['error_code']}): {body['error']}")
             return 0
+        if as_json:  # JSON lines, lossless: `durasim check-log` reads them back
+            for raw in await run.events():
+                print(event_to_json(raw))
+            return 0
         events = [_event_json(e) for e in await run.events()]
-        if as_json:
-            print(json.dumps(events, indent=2))
-        for event in [] if as_json else events:
+        for event in events:
             band = "in-band" if event["in_band"] else "       "
             subject = event["correlation_id"] or ""
             print(f"#{event['seq']:<5} {event['type']:<15} {band} {subject}")
@@ -235,3 +238,11 @@ async def cmd_cancel(run_id: str, *, reason: str | None, world_path: Path | None
         await world.close()
     print(f"{run_id}: {'cancelled' if cancelled else 'was already cancelled'}")
     return 0
+
+
+def cmd_check_log(path: Path) -> int:
+    """Check exported logs offline: 0 when every rule holds, 1 when one is broken."""
+    logs = load_logs(path)
+    report = check_logs(logs)
+    print(report.render())
+    return 0 if report.ok else 1
