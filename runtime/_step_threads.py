@@ -7,14 +7,16 @@ bodies are short, so that hop is a large part of a step.
 
 :func:`run_in_step_thread` hands the body to an idle long-lived thread (a new
 one when none is idle, up to :data:`MAX_THREADS`, so concurrent bodies still run
-side by side), then *waits for it on the loop's thread*, up to
-:data:`QUICK_WAIT` seconds, with the GIL released.  A body that ends within
-that time is handed back by one lock release: no loop wake-up at all.  A body
-still running by then is awaited like ``to_thread``'s (the loop is woken when it
-ends), so the loop, and the lease renewals it runs, is never held for more than
-:data:`QUICK_WAIT`, far below any lease.  A function whose last body outlasted
-the quick wait is awaited at once the next time (holding the loop would only
-delay the rest of the worker), until one of its bodies is quick again.
+side by side).  When no other body is in flight, it then *waits for it on the
+loop's thread*, up to :data:`QUICK_WAIT` seconds, with the GIL released: a body
+that ends within that time is handed back by one lock release, with no loop
+wake-up at all.  A body still running by then, or one started beside others,
+is awaited like ``to_thread``'s (the loop is woken when it ends).  So the loop,
+and the lease renewals it runs, is never held for more than :data:`QUICK_WAIT`,
+far below any lease, and concurrent bodies never wait for each other.  A
+function whose last body outlasted the quick wait is awaited at once the next
+time (holding the loop would only delay the rest of the worker), until one of
+its bodies is quick again.
 
 The body runs in a copy of the caller's context (contextvars reach it, as with
 ``to_thread``), and whatever it raises (``BaseException`` s too) is raised
@@ -37,7 +39,7 @@ from typing import Any
 __all__ = ["MAX_THREADS", "QUICK_WAIT", "run_in_step_thread"]
 
 #: Seconds the loop's thread waits for a body before awaiting it asynchronously.
-QUICK_WAIT = 0.002
+QUICK_WAIT = 0.001
 
 #: Step threads kept at most; beyond that, bodies go to ``asyncio.to_thread``.
 MAX_THREADS = 32
@@ -109,6 +111,8 @@ _started = 0
 _start_lock = threading.Lock()
 #: Functions (by qualified name) whose last body outlasted the quick wait.
 _slow: set[str] = set()
+#: Bodies handed to step threads and not yet handed back (set updates are atomic).
+_out: set[_Job] = set()
 
 
 def _forget_threads() -> None:
@@ -144,9 +148,17 @@ async def run_in_step_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: An
     if thread is None:
         return await asyncio.to_thread(fn, *args, **kwargs)
     job = _Job(contextvars.copy_context(), fn, args, kwargs)
-    thread.jobs.put(job)
-    key = getattr(fn, "__qualname__", "")
-    if key not in _slow and job.done.acquire(timeout=QUICK_WAIT):
+    alone = not _out
+    _out.add(job)
+    try:
+        thread.jobs.put(job)
+        return await _handed_back(job, getattr(fn, "__qualname__", ""), quick=alone)
+    finally:
+        _out.discard(job)
+
+
+async def _handed_back(job: _Job, key: str, *, quick: bool) -> Any:
+    if quick and key not in _slow and job.done.acquire(timeout=QUICK_WAIT):
         return job.outcome()
     future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     job.future = future

@@ -75,6 +75,31 @@ async def test_concurrent_bodies_run_in_different_threads(monkeypatch: pytest.Mo
     assert names == ["durasim-step", "durasim-step"]
 
 
+async def test_a_body_started_beside_another_is_not_waited_for_on_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_step_threads, "QUICK_WAIT", 30.0)  # a wait on the loop would hang
+    first_go, second_go = threading.Event(), threading.Event()
+
+    def first() -> str:
+        assert first_go.wait(timeout=30)
+        return "first"
+
+    def second() -> str:
+        assert second_go.wait(timeout=30)
+        return "second"
+
+    monkeypatch.setattr(_step_threads, "_slow", {first.__qualname__})  # awaited at once
+    one = asyncio.ensure_future(run_in_step_thread(first))
+    await asyncio.sleep(0)  # first is out
+    two = asyncio.ensure_future(run_in_step_thread(second))
+    await asyncio.sleep(0)  # second is out, and the loop still runs
+    second_go.set()
+    assert await two == "second"
+    first_go.set()
+    assert await one == "first"
+
+
 async def test_beyond_the_thread_cap_bodies_go_to_the_default_executor(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
