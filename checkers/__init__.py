@@ -3,15 +3,20 @@
 * :func:`check_invariants` re-derives every run, step, hook and wait of a World
   from its log and checks the log's rules (docs/invariants.md lists them);
   :func:`check_log` / :func:`check_logs` do the same for logs without a World.
+* :func:`verify_replay`: the cold-replay oracle; one delivery of the real
+  runtime over a finished run's log must write the same end.
 """
 
 from ._export import LogFileError, event_from_json, event_to_json, load_logs
 from ._invariants import Report, StoredRun, Violation, check_invariants, check_log, check_logs
+from ._oracle import VERDICTS, ReplayVerdict, verify_replay, verify_replay_log
 from ._rules import RULES
 
 __all__ = [
     "RULES",
+    "VERDICTS",
     "LogFileError",
+    "ReplayVerdict",
     "Report",
     "StoredRun",
     "Violation",
@@ -21,4 +26,6 @@ __all__ = [
     "event_from_json",
     "event_to_json",
     "load_logs",
+    "verify_replay",
+    "verify_replay_log",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from durasim.checkers import check_invariants
+from durasim.checkers import check_invariants, verify_replay
 from durasim.runtime import Run, Worker, find_workflow, serialize
 from durasim.runtime._replay import Replay
 from durasim.worlds import Event, EventType, FixedClock, World
@@ -34,6 +34,9 @@ async def run_to_end(
             if invariants:
                 report = await check_invariants(world)
                 assert report.ok, report.render()
+            if replay:
+                verdict = await verify_replay(world, run.run_id)
+                assert verdict.ok, verdict.render()
             return worker
         due = await world.queue.next_due()
         assert due is not None, f"run {run.run_id} is stuck: nothing is queued"
