@@ -332,6 +332,7 @@ async def _deliver(
     if (await world.runs.get(run_id)).status.terminal:
         # Ended (a redelivery, a wake-up queued before the end, a cancel): the
         # run row is the fold of the log, so the log need not be read.
+        _take_kept(world, run_id)  # nothing more to continue
         report.status = "finished"
         return
     kept = _take_kept(world, run_id) if limits.keep_replays else None

@@ -172,3 +172,14 @@ def test_durasim_cancel_from_the_command_line(tmp_path, capsys) -> None:  # type
     assert asyncio.run(status()) == ("cancelled", "from the shell")
     assert main(["cancel", "nope", "--world", str(path)]) == 1
     assert "nope" in capsys.readouterr().err
+
+
+async def test_a_cancelled_runs_kept_replay_is_dropped(world: World, clock: FixedClock) -> None:
+    from durasim.runtime._orchestrator import _kept
+
+    run = await start(wf_hooks.sleeper, world=world)
+    await Worker(world).drain()
+    assert run.run_id in _kept[world]  # suspended: its replay is kept for the next delivery
+    await run.cancel()
+    await Worker(world).drain()  # the wake-up queued by the cancel
+    assert run.run_id not in _kept[world]
