@@ -1,3 +1,67 @@
-"""durasim.sim (grows with later issues)."""
+"""durasim.sim: the runtime in virtual time, with every World call a schedulable point.
 
-__all__: list[str] = []
+A :class:`Sim` runs the real runtime (``deliver()``, ``run_queued_step()``,
+``resume_hook()``, ``Run.cancel()``) over any World, on a loop whose time is
+virtual, and decides at every World call which task goes next: FIFO, a seeded
+RNG, or a caller-provided choice sequence.  Scripts hold writers at chosen
+points, inject faults, and read a byte-stable trace.  See docs/simulator.md.
+"""
+
+from ._choices import ChoiceSource, FifoChoices, SeededChoices, SequenceChoices, as_choice_source
+from ._clock import SimClock
+from ._errors import (
+    AlreadyPassedError,
+    BudgetExceeded,
+    Crashed,
+    HoldNeverReached,
+    InjectedFault,
+    SimDeadlock,
+    SimError,
+)
+from ._loop import SimLoop
+from ._points import Match, Point, Writer, WriterPattern, step_short_name
+from ._queue import SimQueue
+from ._reports import IdleReport, RunOutcome, RunStall, SimSnapshot, StallReport
+from ._scheduler import FAULT_KINDS, Rejection, Scheduler
+from ._sim import DeferredCommit, Hold, Sim, WriterHandle, simulate
+from ._trace import Trace, TraceEntry
+from ._world import SimWorld
+
+__all__ = [
+    "FAULT_KINDS",
+    "AlreadyPassedError",
+    "BudgetExceeded",
+    "ChoiceSource",
+    "Crashed",
+    "DeferredCommit",
+    "FifoChoices",
+    "Hold",
+    "HoldNeverReached",
+    "IdleReport",
+    "InjectedFault",
+    "Match",
+    "Point",
+    "Rejection",
+    "RunOutcome",
+    "RunStall",
+    "Scheduler",
+    "SeededChoices",
+    "SequenceChoices",
+    "Sim",
+    "SimClock",
+    "SimDeadlock",
+    "SimError",
+    "SimLoop",
+    "SimQueue",
+    "SimSnapshot",
+    "SimWorld",
+    "StallReport",
+    "Trace",
+    "TraceEntry",
+    "Writer",
+    "WriterHandle",
+    "WriterPattern",
+    "as_choice_source",
+    "simulate",
+    "step_short_name",
+]

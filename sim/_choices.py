@@ -1,0 +1,92 @@
+"""Choice sources: where every scheduling and fault decision comes from.
+
+The scheduler never draws from the global ``random``: it asks one
+:class:`ChoiceSource` ``choose(n)`` for an index below ``n`` whenever more than
+one thing could happen next.  FIFO always answers 0; a seeded RNG answers at
+random, reproducibly; a sequence (a list, an iterator, or a callable such as a
+Hypothesis ``data.draw`` wrapper) lets a search engine decide and shrink.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "ChoiceSource",
+    "FifoChoices",
+    "SeededChoices",
+    "SequenceChoices",
+    "as_choice_source",
+]
+
+
+@runtime_checkable
+class ChoiceSource(Protocol):
+    """Answers ``choose(n)`` with an index in ``range(n)``; ``n`` is at least 2.
+
+    Contract: the same source, asked the same questions in the same order, gives
+    the same answers (that is what makes a trace reproducible).  0 should mean
+    "the default": the oldest waiting task, no fault, so shrinking toward 0
+    shrinks toward the plainest schedule.
+    """
+
+    def choose(self, n: int) -> int:
+        """An index in ``range(n)``."""
+        ...
+
+
+class FifoChoices:
+    """Always the first candidate: the oldest waiting task, no faults."""
+
+    def choose(self, n: int) -> int:
+        """0."""
+        return 0
+
+
+class SeededChoices:
+    """Uniform choices from ``random.Random(seed)``."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._rng = random.Random(seed)  # noqa: S311 -- scheduling, not secrets
+
+    def choose(self, n: int) -> int:
+        """A seeded uniform index."""
+        return self._rng.randrange(n)
+
+
+class SequenceChoices:
+    """Choices from a sequence, an iterator or a callable ``f(n) -> int``.
+
+    Answers are reduced modulo ``n``; an exhausted sequence answers 0.  Pass a
+    Hypothesis-backed callable (``lambda n: data.draw(st.integers(0, n - 1))``)
+    to let Hypothesis search and shrink schedules.
+    """
+
+    def __init__(self, source: Iterable[int] | Callable[[int], int]) -> None:
+        self._call: Callable[[int], int] | None = None
+        self._iter: Iterator[int] | None = None
+        if callable(source):
+            self._call = source
+        else:
+            self._iter = iter(source)
+
+    def choose(self, n: int) -> int:
+        """The next answer, modulo ``n``."""
+        if self._call is not None:
+            return int(self._call(n)) % n
+        assert self._iter is not None
+        return int(next(self._iter, 0)) % n
+
+
+def as_choice_source(
+    choices: ChoiceSource | Iterable[int] | Callable[[int], int] | None, *, seed: int | None
+) -> ChoiceSource:
+    """Normalize what a caller passed: a source, a sequence, a callable, or a seed."""
+    if choices is None:
+        return FifoChoices() if seed is None else SeededChoices(seed)
+    if isinstance(choices, ChoiceSource):
+        return choices
+    return SequenceChoices(choices)

@@ -1,0 +1,73 @@
+"""Virtual time: one integer of microseconds shared by the loop and the World.
+
+Follows trio's ``MockClock``: it starts at a fixed epoch and moves only when
+the scheduler jumps it (to the next due timer or message, when nothing else can
+run) or the script does; it never goes backwards.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+from durasim.worlds import EPOCH
+from durasim.worlds._time import from_micros, to_micros
+
+__all__ = ["SimClock"]
+
+
+class SimClock:
+    """The simulation's clock: a :class:`~durasim.worlds.Clock` for Worlds, seconds for the loop.
+
+    Args:
+        start: the first instant (default 2024-01-01T00:00:00Z).
+    """
+
+    def __init__(self, start: datetime = EPOCH) -> None:
+        self._epoch = to_micros(start)
+        self._micros = self._epoch
+        self._cached: tuple[int, datetime] = (self._micros, start)
+
+    @property
+    def micros(self) -> int:
+        """Microseconds since the Unix epoch."""
+        return self._micros
+
+    @property
+    def elapsed(self) -> float:
+        """Virtual seconds since the start."""
+        return (self._micros - self._epoch) / 1_000_000
+
+    def now(self) -> datetime:
+        """The current virtual instant (aware UTC)."""
+        micros, moment = self._cached
+        if micros != self._micros:
+            moment = from_micros(self._micros)
+            self._cached = (self._micros, moment)
+        return moment
+
+    def seconds(self) -> float:
+        """The loop's ``time()``: virtual seconds since the start (small floats stay exact)."""
+        return (self._micros - self._epoch) / 1_000_000
+
+    def jump(self, seconds: float) -> None:
+        """Move forward by ``seconds``; a negative jump raises ``ValueError``."""
+        if seconds < 0:
+            raise ValueError(f"cannot move the virtual clock backwards by {seconds} s")
+        self._micros += round(seconds * 1_000_000)
+
+    def advance_to_seconds(self, when: float) -> None:
+        """Move to loop time ``when`` (rounded up to the microsecond), if it is later."""
+        self.advance_to_micros(self._epoch + math.ceil(when * 1_000_000))
+
+    def advance_to_micros(self, micros: int) -> None:
+        """Move to ``micros`` if it is later; never backwards."""
+        self._micros = max(self._micros, micros)
+
+    def advance_to(self, moment: datetime) -> None:
+        """Move to ``moment`` if it is later; never backwards."""
+        self.advance_to_micros(to_micros(moment))
+
+    def offset(self, moment: datetime) -> timedelta:
+        """How long after the start ``moment`` is."""
+        return timedelta(microseconds=to_micros(moment) - self._epoch)

@@ -1,0 +1,58 @@
+"""The simulator's errors.
+
+::
+
+    DurasimError
+    ├── WorldError
+    │   └── InjectedFault            a World call failed on purpose (transient fault)
+    └── SimError                     the simulation itself cannot go on as asked
+        ├── AlreadyPassedError       a hold asked for a point the writer already passed
+        ├── HoldNeverReached         the simulation went quiet before a hold or until fired
+        ├── BudgetExceeded           deliveries, virtual time or wall time ran out
+        └── SimDeadlock              the script waits on something outside the simulation
+
+:class:`Crashed` is a control-flow signal (``BaseException``): it unwinds a
+delivery the simulator crashed, and is never seen by the script.
+"""
+
+from __future__ import annotations
+
+from durasim.worlds import DurasimError, WorldError
+
+__all__ = [
+    "AlreadyPassedError",
+    "BudgetExceeded",
+    "Crashed",
+    "HoldNeverReached",
+    "InjectedFault",
+    "SimDeadlock",
+    "SimError",
+]
+
+
+class SimError(DurasimError):
+    """Root of the simulator's own errors."""
+
+
+class AlreadyPassedError(SimError):
+    """A hold asked for a point its writer already passed: it would never fire."""
+
+
+class HoldNeverReached(SimError):
+    """Nothing is left to run, and the awaited hold or ``until`` has not fired."""
+
+
+class BudgetExceeded(SimError):
+    """A budget (deliveries, virtual time, wall time) ran out."""
+
+
+class SimDeadlock(SimError):
+    """The script awaits something no simulated task will ever do."""
+
+
+class InjectedFault(WorldError):
+    """A transient World failure injected by the simulator; nothing was written."""
+
+
+class Crashed(BaseException):
+    """Unwinds a delivery the simulator crashed (its process 'died')."""

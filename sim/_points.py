@@ -1,0 +1,206 @@
+"""Who called the World, where in the call they are, and how a script names that.
+
+Every intercepted World call makes two :class:`Point` s: ``before`` (the request
+is formed, nothing is committed) and ``after`` (the effect is committed, or the
+call failed; the caller has not resumed).  A :class:`Match` selects points; a
+:class:`WriterPattern` selects writers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import attrs
+
+__all__ = ["Match", "Point", "Writer", "WriterPattern", "step_short_name"]
+
+ORCHESTRATOR, STEP, EXTERNAL = "orchestrator", "step", "external"
+
+
+def step_short_name(step_or_correlation_id: str) -> str:
+    """``step//shop//charge#2`` or ``step//shop//charge`` -> ``charge``."""
+    name = step_or_correlation_id.rsplit("//", 1)[-1]
+    return name.split("#", 1)[0]
+
+
+@attrs.frozen(kw_only=True)
+class Writer:
+    """Who made a World call.
+
+    Attributes:
+        kind: ``"orchestrator"``, ``"step"`` (a step body, or the commit of its
+            outcome) or ``"external"`` (the script, a hook sender).
+        run_id: the run the writer works for (``None`` for external writers).
+        name: the step's short name (``charge``), or an external actor's label.
+        delivery: the number of the simulated delivery it belongs to (0: none).
+    """
+
+    kind: str
+    run_id: str | None = None
+    name: str = ""
+    delivery: int = 0
+
+    @property
+    def label(self) -> str:
+        """``orch d1``, ``step:charge d1``, ``external``: how traces name it."""
+        if self.kind == ORCHESTRATOR:
+            base = "orch"
+        elif self.kind == STEP:
+            base = f"step:{self.name}"
+        else:
+            base = f"external:{self.name}" if self.name else "external"
+        return f"{base} d{self.delivery}" if self.delivery else base
+
+
+@attrs.frozen(kw_only=True)
+class Point:
+    """One interception point of one World call.
+
+    Attributes:
+        ordinal: the point's number in the simulation (before < after).
+        seq: the call's number (its before and after share it).
+        call: ``events.create``, ``runs.get``, ``queue.enqueue`` ...
+        phase: ``"before"`` or ``"after"``.
+        writer: the writer the trace shows.
+        writers: every writer the point counts for (an outcome committed in
+            one batch with the next step counts for the step and the orchestrator).
+        run_id: the run the call concerns, if any.
+        types: event types requested (and, after, committed).
+        correlation_ids: the entities those events concern.
+        token: the hook token, for ``hooks.get_by_token``.
+        failed: after only: the call raised.
+        error: after only: the error's type name.
+    """
+
+    ordinal: int
+    seq: int
+    call: str
+    phase: str
+    writer: Writer
+    writers: tuple[Writer, ...]
+    run_id: str | None = None
+    types: tuple[str, ...] = ()
+    correlation_ids: tuple[str, ...] = ()
+    token: str | None = None
+    failed: bool = False
+    error: str | None = None
+
+    def describe(self) -> str:
+        """``orch d1 at events.create_batch:before (step_created, step_started)``."""
+        what = f" ({', '.join(self.types)})" if self.types else ""
+        failed = f" failed: {self.error}" if self.failed else ""
+        return f"{self.writer.label} at {self.call}:{self.phase}{what} [call {self.seq}]{failed}"
+
+
+@attrs.frozen(kw_only=True)
+class WriterPattern:
+    """Selects writers: by kind, run and step name (``None`` matches anything)."""
+
+    kind: str | None = None
+    run_id: str | None = None
+    name: str | None = None
+
+    def matches(self, writer: Writer) -> bool:
+        """Whether ``writer`` is one of these."""
+        if self.kind is not None and writer.kind != self.kind:
+            return False
+        if self.run_id is not None and writer.run_id != self.run_id:
+            return False
+        return not (self.name is not None and not _name_matches(writer.name, self.name))
+
+    @property
+    def label(self) -> str:
+        """How errors name the pattern."""
+        kind = self.kind or "any writer"
+        name = f" {self.name!r}" if self.name else ""
+        run = f" of run {self.run_id}" if self.run_id else ""
+        return f"{kind}{name}{run}"
+
+
+def _name_matches(actual: str, wanted: str) -> bool:
+    return actual == wanted or actual.endswith("/" + wanted) or wanted.endswith("//" + actual)
+
+
+def _as_tuple(value: str | Iterable[str] | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class Match:
+    """Selects points; every given field must hold (AND).
+
+    Attributes:
+        call: a call name (``events.create``) or several; ``event_type``
+            implies ``events.create`` / ``events.create_batch``.
+        phase: ``"before"``, ``"after"`` (the default) or ``None`` for both.
+        event_type: an event type the call requests (or commits), or several.
+        step: a step name (``charge``) among the call's correlation ids.
+        correlation_id: an exact correlation id among the call's.
+        token: the hook token of a ``hooks.get_by_token`` call.
+        run_id: the run the call concerns.
+        writer: a :class:`WriterPattern` or a predicate on :class:`Writer`.
+        failed: after only: whether the call raised.
+        where: any predicate on the :class:`Point`.
+    """
+
+    call: tuple[str, ...] | None = attrs.field(default=None, converter=_as_tuple)
+    phase: str | None = "after"
+    event_type: tuple[str, ...] | None = attrs.field(default=None, converter=_as_tuple)
+    step: str | None = None
+    correlation_id: str | None = None
+    token: str | None = None
+    run_id: str | None = None
+    writer: WriterPattern | Callable[[Writer], bool] | None = None
+    failed: bool | None = None
+    where: Callable[[Point], bool] | None = None
+
+    def matches(self, point: Point) -> bool:
+        """Whether ``point`` is selected."""
+        if self.phase is not None and point.phase != self.phase:
+            return False
+        if self.call is not None and point.call not in self.call:
+            return False
+        if self.event_type is not None:
+            if not point.call.startswith("events.create"):
+                return False
+            if not any(t in point.types for t in self.event_type):
+                return False
+        if self.step is not None and not any(
+            _name_matches(step_short_name(c), self.step)
+            for c in point.correlation_ids
+            if c.startswith("step//")
+        ):
+            return False
+        if self.correlation_id is not None and self.correlation_id not in point.correlation_ids:
+            return False
+        if self.token is not None and point.token != self.token:
+            return False
+        if self.run_id is not None and point.run_id != self.run_id:
+            return False
+        if self.failed is not None and point.failed != self.failed:
+            return False
+        if self.writer is not None:
+            test = self.writer.matches if isinstance(self.writer, WriterPattern) else self.writer
+            if not any(test(w) for w in point.writers):
+                return False
+        return self.where is None or self.where(point)
+
+    def describe(self) -> str:
+        """How errors name the match."""
+        parts = []
+        for field in attrs.fields(Match):
+            value = getattr(self, field.name)
+            if value is None or field.name == "where":
+                continue
+            if isinstance(value, WriterPattern):
+                value = value.label
+            elif isinstance(value, tuple):
+                value = "|".join(value)
+            parts.append(f"{field.name}={value}")
+        if self.where is not None:
+            parts.append("where=<predicate>")
+        return ", ".join(parts)

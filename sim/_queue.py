@@ -1,0 +1,275 @@
+"""The simulation's recording queue.
+
+It keeps the queue contract of docs/protocol.md §11 (leases, stable message
+ids, idempotency keys, delays, one orchestrator delivery per run), so a real
+:class:`~durasim.runtime.Worker` could be pointed at it, and adds what a
+scheduler and a fault injector need and no World queue offers: claim a chosen
+message, drop one, delay one, expire a lease, and leases that live as long as
+their delivery (a simulated worker renews them for free; only a crash or an
+explicit expiry ends one early).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import attrs
+
+from durasim.worlds import Delivery, LeaseLost, Message
+from durasim.worlds._checks import check_delay, check_message, check_queue_name
+from durasim.worlds._time import IdSource, to_micros
+
+from ._clock import SimClock
+
+__all__ = ["QueueSlot", "SimQueue"]
+
+
+@attrs.define(eq=False)
+class QueueSlot:
+    """One unacked message and its lease."""
+
+    message: Message
+    order: int
+    lease_id: str | None = None
+    #: While a live delivery holds the lease it never expires by itself.
+    lease_live: bool = False
+    lease_expires_at: int | None = None  # micros, once the lease is no longer live
+
+    def claimable_at(self) -> int:
+        """When the message may be claimed (micros), ignoring the per-run rule."""
+        if self.lease_id is not None:
+            if self.lease_live or self.lease_expires_at is None:
+                return 2**63
+            return self.lease_expires_at
+        return to_micros(self.message.available_at)
+
+
+class SimQueue:
+    """A :class:`~durasim.worlds.QueueFacet` on the virtual clock.
+
+    Args:
+        clock: the virtual clock.
+        ids: where message and lease ids come from.
+    """
+
+    def __init__(self, clock: SimClock, ids: IdSource) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._slots: dict[str, QueueSlot] = {}
+        self._keys: dict[str, str] = {}
+        self._order = 0
+        self._dead: list[Message] = []
+        #: Called after every enqueue (the scheduler's wake-up).
+        self.on_change: Callable[[], None] | None = None
+
+    # --- the QueueFacet contract -------------------------------------------
+
+    async def enqueue(
+        self,
+        queue_name: str,
+        payload: bytes,
+        *,
+        run_id: str | None = None,
+        orchestrator: bool = False,
+        idempotency_key: str | None = None,
+        delay: float = 0.0,
+    ) -> str:
+        """Record a message (see :class:`~durasim.worlds.QueueFacet`)."""
+        return self.put(
+            queue_name,
+            payload,
+            run_id=run_id,
+            orchestrator=orchestrator,
+            idempotency_key=idempotency_key,
+            delay=delay,
+        )
+
+    async def claim(
+        self, *, queue_prefix: str = "", lease_seconds: float = 30.0
+    ) -> Delivery | None:
+        """Lease the next due message (a lease that expires, as in any World)."""
+        for slot in self.claimable(queue_prefix=queue_prefix):
+            return self.take(slot.message.message_id, lease_seconds=lease_seconds, live=False)
+        return None
+
+    async def ack(self, delivery: Delivery) -> None:
+        """Delete the message; :class:`LeaseLost` if another claim took it."""
+        self.settle(delivery)
+
+    async def release(self, delivery: Delivery, *, delay: float = 0.0) -> None:
+        """Give the message back, due after ``delay`` seconds."""
+        self.settle(delivery, release_after=delay)
+
+    async def extend(self, delivery: Delivery, *, lease_seconds: float) -> Delivery:
+        """Renew the lease from now."""
+        slot = self._held(delivery)
+        expires = self._clock.micros + round(check_delay(lease_seconds) * 1_000_000)
+        if not slot.lease_live:
+            slot.lease_expires_at = expires
+        at = self._clock.now() + timedelta(seconds=lease_seconds)
+        return attrs.evolve(delivery, lease_expires_at=at)
+
+    async def next_due(self, *, queue_prefix: str = "") -> datetime | None:
+        """When the earliest message becomes claimable."""
+        micros = self.next_due_micros(queue_prefix=queue_prefix)
+        if micros is None:
+            return None
+        return self._clock.now() + timedelta(microseconds=micros - self._clock.micros)
+
+    async def messages(self) -> tuple[Message, ...]:
+        """Every unacked message in enqueue order."""
+        return self.pending()
+
+    async def dead_letters(self) -> tuple[Message, ...]:
+        """Messages given up on (the simulator dead-letters none by itself)."""
+        return tuple(self._dead)
+
+    # --- what the scheduler and the faults use ------------------------------
+
+    def put(
+        self,
+        queue_name: str,
+        payload: bytes,
+        *,
+        run_id: str | None = None,
+        orchestrator: bool = False,
+        idempotency_key: str | None = None,
+        delay: float = 0.0,
+    ) -> str:
+        """Enqueue synchronously; returns the message id."""
+        check_queue_name(queue_name)
+        check_message(payload, run_id, orchestrator, idempotency_key)
+        delay = check_delay(delay)
+        if idempotency_key is not None and idempotency_key in self._keys:
+            return self._keys[idempotency_key]
+        now = self._clock.now()
+        message = Message(
+            message_id=self._ids.new_id("msg"),
+            queue_name=queue_name,
+            payload=payload,
+            available_at=now + timedelta(seconds=delay),
+            enqueued_at=now,
+            run_id=run_id,
+            orchestrator=orchestrator,
+            idempotency_key=idempotency_key,
+        )
+        self._order += 1
+        self._slots[message.message_id] = QueueSlot(message=message, order=self._order)
+        if idempotency_key is not None:
+            self._keys[idempotency_key] = message.message_id
+        if self.on_change is not None:
+            self.on_change()
+        return message.message_id
+
+    def pending(self) -> tuple[Message, ...]:
+        """Every unacked message in enqueue order."""
+        return tuple(s.message for s in sorted(self._slots.values(), key=lambda s: s.order))
+
+    def slot(self, message_id: str) -> QueueSlot | None:
+        """The message's slot, if it is still queued."""
+        return self._slots.get(message_id)
+
+    def slots(self) -> list[QueueSlot]:
+        """Every slot, in enqueue order."""
+        return sorted(self._slots.values(), key=lambda s: s.order)
+
+    def _busy_runs(self, now: int) -> set[str]:
+        return {
+            s.message.run_id
+            for s in self._slots.values()
+            if s.message.orchestrator
+            and s.message.run_id is not None
+            and s.lease_id is not None
+            and (s.lease_live or (s.lease_expires_at is not None and s.lease_expires_at > now))
+        }
+
+    def claimable(self, *, queue_prefix: str = "", ignore_leases: bool = False) -> list[QueueSlot]:
+        """Slots claimable now, in claim order (due time, then enqueue order)."""
+        now = self._clock.micros
+        busy = set() if ignore_leases else self._busy_runs(now)
+        due = [
+            s
+            for s in self._slots.values()
+            if s.message.queue_name.startswith(queue_prefix) and s.claimable_at() <= now
+        ]
+        due.sort(key=lambda s: (s.claimable_at(), s.order))
+        return [s for s in due if not (s.message.orchestrator and s.message.run_id in busy)]
+
+    def next_due_micros(self, *, queue_prefix: str = "") -> int | None:
+        """The earliest claimable time of any message (micros), ignoring the per-run rule."""
+        times = [
+            s.claimable_at()
+            for s in self._slots.values()
+            if s.message.queue_name.startswith(queue_prefix)
+        ]
+        times = [t for t in times if t < 2**63]
+        return min(times, default=None)
+
+    def take(self, message_id: str, *, lease_seconds: float = 30.0, live: bool = True) -> Delivery:
+        """Claim this message now (attempt + 1, a fresh lease)."""
+        slot = self._slots[message_id]
+        slot.message = attrs.evolve(slot.message, attempt=slot.message.attempt + 1)
+        slot.lease_id = self._ids.new_id("lease")
+        slot.lease_live = live
+        expires = self._clock.micros + round(lease_seconds * 1_000_000)
+        slot.lease_expires_at = None if live else expires
+        at = self._clock.now() + timedelta(seconds=lease_seconds)
+        return Delivery(message=slot.message, lease_id=slot.lease_id, lease_expires_at=at)
+
+    def expire(self, message_id: str, *, after: float = 0.0) -> None:
+        """End a lease: the message is claimable again ``after`` seconds from now."""
+        slot = self._slots.get(message_id)
+        if slot is None or slot.lease_id is None:
+            return
+        slot.lease_live = False
+        slot.lease_expires_at = self._clock.micros + round(after * 1_000_000)
+
+    def open_gate(self, message_id: str) -> None:
+        """Stop this lease from gating its run, without making the message claimable."""
+        slot = self._slots.get(message_id)
+        if slot is not None and slot.lease_id is not None:
+            slot.lease_live = False
+            slot.lease_expires_at = None
+
+    def drop(self, message_id: str) -> Message | None:
+        """Lose a message, as a faulty queue would; returns it."""
+        slot = self._slots.pop(message_id, None)
+        if slot is None:
+            return None
+        if slot.message.idempotency_key is not None:
+            self._keys.pop(slot.message.idempotency_key, None)
+        return slot.message
+
+    def delay(self, message_id: str, seconds: float) -> None:
+        """Push a pending message's due time ``seconds`` later."""
+        slot = self._slots[message_id]
+        slot.message = attrs.evolve(
+            slot.message, available_at=slot.message.available_at + timedelta(seconds=seconds)
+        )
+
+    def _held(self, delivery: Delivery) -> QueueSlot:
+        slot = self._slots.get(delivery.message_id)
+        if slot is None or slot.lease_id != delivery.lease_id:
+            raise LeaseLost(
+                f"message {delivery.message_id!r}: lease {delivery.lease_id!r} is no longer "
+                "held (acked, or re-claimed after it expired); the message is not yours to settle",
+                message_id=delivery.message_id,
+            )
+        return slot
+
+    def settle(self, delivery: Delivery, *, release_after: float | None = None) -> None:
+        """Ack (``release_after=None``) or release the delivery's message."""
+        slot = self._held(delivery)
+        if release_after is None:
+            self.drop(delivery.message_id)
+            return
+        slot.lease_id = None
+        slot.lease_live = False
+        slot.lease_expires_at = None
+        slot.message = attrs.evolve(
+            slot.message,
+            available_at=self._clock.now() + timedelta(seconds=check_delay(release_after)),
+        )
+        if self.on_change is not None:
+            self.on_change()

@@ -1,0 +1,745 @@
+"""The scheduler: interception points, parking, choices, deliveries, faults.
+
+Every simulated task (an orchestrator delivery, a queued step, an external
+sender) parks at each interception point of each World call it makes.  When
+the loop is idle (every task blocked), :meth:`Scheduler.on_idle` collects the
+candidates (parked tasks not held by the script, due queue messages) and asks
+the choice source which one goes; a single candidate needs no choice.  Only
+when there is none does it jump the clock to the next loop timer or due
+message; when there is nothing at all the simulation is quiescent and the
+script's waiters are answered.  The scheduler is the worker: it claims
+messages from the recording queue and runs the runtime's own ``deliver()`` /
+``run_queued_step()`` on them, settling each as a worker would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+import attrs
+
+from durasim.runtime import Limits, deliver
+from durasim.runtime._metadata import STEP_METADATA
+from durasim.runtime._queued import run_queued_step
+from durasim.runtime._wake import STEP_QUEUE, wake_message
+from durasim.worlds import (
+    BatchResult,
+    EventPage,
+    EventRequest,
+    EventResult,
+    IdSource,
+    Snapshot,
+    World,
+    WorldError,
+)
+
+from ._choices import ChoiceSource
+from ._clock import SimClock
+from ._errors import BudgetExceeded, Crashed, HoldNeverReached, InjectedFault, SimDeadlock
+from ._loop import SimLoop
+from ._points import EXTERNAL, ORCHESTRATOR, STEP, Match, Point, Writer, step_short_name
+from ._queue import QueueSlot, SimQueue
+from ._trace import Trace
+from ._world import ACTOR, Actor, SimWorld
+
+__all__ = ["FAULT_KINDS", "Rejection", "Scheduler"]
+
+T = TypeVar("T")
+
+_OUTCOMES = frozenset({"step_completed", "step_failed", "step_retrying"})
+_WRITES = frozenset({"events.create", "events.create_batch"})
+#: Fault kinds the choice source may inject when enabled.
+FAULT_KINDS = ("crash", "fail", "duplicate", "expire_lease", "withhold", "drop", "delay")
+
+
+@attrs.frozen(kw_only=True)
+class Rejection:
+    """A World call that raised (the World refused it, or a fault was injected)."""
+
+    seq: int
+    writer: str
+    call: str
+    types: tuple[str, ...]
+    error: str
+    message: str
+
+
+@attrs.define(eq=False)
+class Parked:
+    """A task waiting at an interception point for the scheduler (or the script)."""
+
+    point: Point
+    future: asyncio.Future[None]
+    actor: Actor
+    held: bool = False
+    fail: bool = False
+
+
+@attrs.define(eq=False)
+class Watch:
+    """Something the script waits for at the next matching point.
+
+    ``action``: ``hold`` (park the writer for the script), ``notify`` (just
+    tell), ``fail`` (raise a transient error at ``before``), ``crash``.
+    """
+
+    match: Match
+    action: str
+    future: asyncio.Future[Parked | Point] | None = None
+    times: int = 1
+    label: str = ""
+
+
+@attrs.define(eq=False)
+class DeliveryRecord:
+    """One simulated delivery (a claimed message being handled)."""
+
+    number: int
+    message_id: str
+    run_id: str | None
+    actor: Actor
+    task: asyncio.Task[None] | None = None
+    status: str = "running"
+
+
+class Scheduler:
+    """The simulator's core; :class:`~durasim.sim.Sim` adds the script API on top."""
+
+    def __init__(
+        self,
+        store: World,
+        clock: SimClock,
+        ids: IdSource,
+        choices: ChoiceSource,
+        limits: Limits,
+        *,
+        faults: Sequence[str],
+        fault_odds: int,
+        max_faults: int,
+        max_deliveries: int,
+        max_virtual_seconds: float,
+        max_wall_seconds: float,
+        lease_seconds: float,
+    ) -> None:
+        unknown = set(faults) - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}: choose from {FAULT_KINDS}")
+        self.clock = clock
+        self.store = store
+        self.choices = choices
+        self.limits = limits
+        self.loop = SimLoop(clock)
+        self.loop.on_idle = self.on_idle
+        self.queue = SimQueue(clock, ids)
+        self.world = SimWorld(self, store, self.queue, clock)
+        self.trace = Trace(clock)
+        self.faults = tuple(faults)
+        self.fault_odds = max(2, fault_odds)
+        self.faults_left = max_faults if faults else 0
+        self.max_deliveries = max_deliveries
+        self.max_virtual_seconds = max_virtual_seconds
+        self.max_wall_seconds = max_wall_seconds
+        self.lease_seconds = lease_seconds
+        self.auto_deliver = True
+        #: Every choice made: (number of candidates, index chosen).
+        self.choice_log: list[tuple[int, int]] = []
+        self.history: list[Point] = []
+        self.rejections: list[Rejection] = []
+        self.deliveries: dict[int, DeliveryRecord] = {}
+        self.halted: str | None = None
+        self._parked: dict[int, Parked] = {}
+        self._watches: list[Watch] = []
+        self._idle_waiters: list[asyncio.Future[None]] = []
+        self._ordinal = 0
+        self._calls = 0
+        self._withhold_armed: list[tuple[int, str | None]] = []
+        self._hidden: dict[tuple[str, int], int] = {}
+        self._wall_start = time.monotonic()
+        self._closing = False
+        self._tasks: list[asyncio.Task[Any]] = []
+        #: The script's task (set by Sim.run_sync), cancelled on a deadlock.
+        self.main_task: asyncio.Task[Any] | None = None
+        self.deadlock: SimDeadlock | None = None
+
+    # --- interception ------------------------------------------------------
+
+    async def call(
+        self,
+        call: str,
+        method: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """One World call: ``before`` point, the store, ``after`` point."""
+        actor = ACTOR.get()
+        if actor is None:
+            return await self._direct(call, method, args, kwargs)
+        if actor.crashed or self._closing:
+            raise Crashed
+        run_id, requests, token = _describe(call, args, kwargs)
+        writers = _writers(actor, requests)
+        types = tuple(r.type.value for r in requests)
+        correlation_ids = tuple(r.correlation_id for r in requests if r.correlation_id)
+        self._calls += 1
+        seq = self._calls
+        point = self._point(seq, call, "before", writers, run_id, types, correlation_ids, token)
+        try:
+            await self.at(actor, point)
+        except InjectedFault as exc:
+            self._reject(seq, writers[0], call, types, exc)
+            raise
+        try:
+            result = await method(*args, **kwargs)
+        except WorldError as exc:
+            self._reject(seq, writers[0], call, types, exc)
+            failed = attrs.evolve(
+                self._point(seq, call, "after", writers, run_id, types, correlation_ids, token),
+                failed=True,
+                error=type(exc).__name__,
+            )
+            await self.at(actor, failed)
+            raise
+        committed = self._committed(writers, result)
+        if committed:
+            run_id = run_id or committed[0].run_id
+            types += tuple(e.type.value for e in committed if e.type.value not in types)
+        if call == "events.list" and self._hidden:
+            result = self._stale_read(writers[0], result)
+        after = self._point(seq, call, "after", writers, run_id, types, correlation_ids, token)
+        await self.at(actor, after)
+        return result
+
+    async def _direct(
+        self,
+        call: str,
+        method: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        external = Writer(kind=EXTERNAL)
+        try:
+            result = await method(*args, **kwargs)
+        except WorldError as exc:
+            if call in _WRITES:
+                _, requests, _ = _describe(call, args, kwargs)
+                types = tuple(r.type.value for r in requests)
+                self._calls += 1
+                self._reject(self._calls, external, call, types, exc)
+            raise
+        self._committed((external,), result)
+        return result
+
+    def _point(  # noqa: PLR0917 -- a record constructor
+        self,
+        seq: int,
+        call: str,
+        phase: str,
+        writers: tuple[Writer, ...],
+        run_id: str | None,
+        types: tuple[str, ...],
+        correlation_ids: tuple[str, ...],
+        token: str | None,
+    ) -> Point:
+        self._ordinal += 1
+        return Point(
+            ordinal=self._ordinal,
+            seq=seq,
+            call=call,
+            phase=phase,
+            writer=writers[0],
+            writers=writers,
+            run_id=run_id,
+            types=types,
+            correlation_ids=correlation_ids,
+            token=token,
+        )
+
+    async def at(self, actor: Actor, point: Point) -> None:
+        """Record ``point``, fire the script's watches, park until the scheduler says go."""
+        self.history.append(point)
+        parked = Parked(point=point, future=self.loop.create_future(), actor=actor)
+        crash = False
+        if self._watches:
+            for watch in list(self._watches):
+                if not watch.match.matches(point):
+                    continue
+                if watch.action == "fail" and point.phase != "before":
+                    continue
+                watch.times -= 1
+                if watch.times <= 0:
+                    self._watches.remove(watch)
+                if watch.action == "notify":
+                    _resolve(watch.future, point)
+                elif watch.action == "hold" and not parked.held:
+                    parked.held = True
+                    self.trace.add("hold", f"{watch.label or 'hold'}: {point.describe()}")
+                    _resolve(watch.future, parked)
+                elif watch.action == "fail":
+                    parked.fail = True
+                elif watch.action == "crash":
+                    crash = True
+        if crash:
+            self.crash(actor, point)
+            raise Crashed
+        self._parked[point.ordinal] = parked
+        try:
+            await parked.future
+        finally:
+            self._parked.pop(point.ordinal, None)
+        if actor.crashed:
+            raise Crashed
+        if parked.fail:
+            raise InjectedFault(
+                f"injected transient failure of {point.call} for {point.writer.label}; "
+                "nothing was written: retry",
+                run_id=point.run_id,
+            )
+
+    def resume(self, parked: Parked) -> None:
+        """Let a parked task continue."""
+        self._parked.pop(parked.point.ordinal, None)
+        parked.held = False
+        if not parked.future.done():
+            parked.future.set_result(None)
+
+    def parked(self) -> list[Parked]:
+        """Tasks parked now, oldest first."""
+        return list(self._parked.values())
+
+    def watch(self, match: Match, action: str, *, times: int = 1, label: str = "") -> Watch:
+        """Arm a watch (see :class:`Watch`)."""
+        future: asyncio.Future[Parked | Point] | None = None
+        if action in ("hold", "notify"):
+            future = self.loop.create_future()
+        watch = Watch(match=match, action=action, future=future, times=times, label=label)
+        self._watches.append(watch)
+        return watch
+
+    def unwatch(self, watch: Watch) -> None:
+        """Disarm a watch (no-op if it fired)."""
+        if watch in self._watches:
+            self._watches.remove(watch)
+
+    # --- what a call did -----------------------------------------------------
+
+    def _committed(self, writers: tuple[Writer, ...], result: Any) -> list[Any]:
+        if isinstance(result, EventResult):
+            events = [result.event] if result.allocated and result.event is not None else []
+        elif isinstance(result, BatchResult):
+            events = list(result.events)
+        else:
+            return []
+        in_body = STEP_METADATA.get() is not None
+        for event in events:
+            writer = writers[0] if in_body else writers[-1]
+            if event.type.value in _OUTCOMES and event.correlation_id:
+                name = step_short_name(event.correlation_id)
+                writer = next((w for w in writers if w.kind == STEP and w.name == name), writer)
+            self.trace.event(event, writer.label)
+            for index, (reads, run_id) in enumerate(self._withhold_armed):
+                if run_id is None or run_id == event.run_id:
+                    del self._withhold_armed[index]
+                    self._hidden[(event.run_id, event.seq)] = reads
+                    break
+        return events
+
+    def _reject(
+        self, seq: int, writer: Writer, call: str, types: tuple[str, ...], exc: WorldError
+    ) -> None:
+        rejection = Rejection(
+            seq=seq,
+            writer=writer.label,
+            call=call,
+            types=types,
+            error=type(exc).__name__,
+            message=str(exc),
+        )
+        self.rejections.append(rejection)
+        what = f" ({', '.join(types)})" if types else ""
+        self.trace.add("reject", f"{writer.label} {call}{what} {rejection.error}: {exc}")
+
+    def _stale_read(self, writer: Writer, page: EventPage) -> EventPage:
+        if not page.events:
+            return page
+        run_id = page.events[0].run_id
+        cut = None
+        for (hidden_run, seq), reads in list(self._hidden.items()):
+            if hidden_run != run_id or reads <= 0:
+                continue
+            self._hidden[(hidden_run, seq)] = reads - 1
+            if reads - 1 <= 0:
+                del self._hidden[(hidden_run, seq)]
+            cut = seq if cut is None else min(cut, seq)
+        if cut is None or page.events[-1].seq < cut:
+            return page
+        kept = tuple(e for e in page.events if e.seq < cut)
+        dropped = page.events[len(kept) :]
+        self.trace.add(
+            "stale",
+            f"stale read by {writer.label}: {run_id} #{cut} withheld "
+            f"({len(dropped)} event(s) hidden)",
+        )
+        in_band = page.snapshot.seq_in_band - sum(1 for e in dropped if e.in_band)
+        return EventPage(
+            events=kept,
+            snapshot=Snapshot(seq=cut - 1, seq_in_band=max(0, in_band)),
+            has_more=False,
+        )
+
+    # --- the idle point ------------------------------------------------------
+
+    def on_idle(self, timer: float | None) -> None:
+        """Every task is blocked: choose what happens next (see the module docstring)."""
+        if self._closing:
+            self._idle_closing(timer)
+            return
+        if self.halted is None and time.monotonic() - self._wall_start > self.max_wall_seconds:
+            self.halt(f"wall-time budget of {self.max_wall_seconds} s exceeded")
+        if self.halted is None:
+            candidates = self._candidates()
+            if candidates:
+                index = self._choose(len(candidates))
+                self._act(candidates[index])
+                return
+            due = self._next_due(timer)
+            if due is not None:
+                if due > self.max_virtual_seconds:
+                    self.halt(f"virtual-time budget of {self.max_virtual_seconds:g} s exceeded")
+                else:
+                    self.clock.advance_to_seconds(due)
+                    return
+        self._quiescent()
+
+    def _idle_closing(self, timer: float | None) -> None:
+        if self._parked:
+            for parked in list(self._parked.values()):
+                self.resume(parked)
+            return
+        if timer is not None:
+            self.clock.advance_to_seconds(timer)
+            return
+        raise SimDeadlock("tasks of the simulation would not end while it closed")
+
+    def _choose(self, n: int) -> int:
+        if n == 1:
+            return 0
+        index = self.choices.choose(n)
+        if not 0 <= index < n:
+            raise ValueError(f"choice source answered {index} to choose({n})")
+        self.choice_log.append((n, index))
+        return index
+
+    def _candidates(self) -> list[Parked | QueueSlot]:
+        found: list[Parked | QueueSlot] = [p for p in self._parked.values() if not p.held]
+        if self.auto_deliver:
+            found.extend(self.queue.claimable())
+        return found
+
+    def _next_due(self, timer: float | None) -> float | None:
+        times = [] if timer is None else [timer]
+        if self.auto_deliver:
+            micros = self.queue.next_due_micros()
+            if micros is not None:
+                times.append(self._loop_seconds(micros))
+        return min(times, default=None)
+
+    def _loop_seconds(self, micros: int) -> float:
+        return self.clock.seconds() + (micros - self.clock.micros) / 1_000_000
+
+    def _act(self, candidate: Parked | QueueSlot) -> None:
+        if self.faults_left > 0 and self.choices.choose(self.fault_odds) == self.fault_odds - 1:
+            kinds = self._applicable(candidate)
+            if kinds:
+                kind = kinds[self._choose(len(kinds))]
+                self.faults_left -= 1
+                if self._inject(kind, candidate):
+                    return
+        if isinstance(candidate, Parked):
+            self.resume(candidate)
+        else:
+            self.launch(candidate)
+
+    def _applicable(self, candidate: Parked | QueueSlot) -> list[str]:
+        if isinstance(candidate, Parked):
+            kinds = ["crash", "expire_lease", "withhold", "duplicate"]
+            if candidate.point.phase == "before":
+                kinds.append("fail")
+            if candidate.actor.writer.kind == EXTERNAL:
+                kinds = [k for k in kinds if k in ("fail", "withhold")]
+        else:
+            kinds = ["drop", "delay", "duplicate"]
+        return [k for k in kinds if k in self.faults]
+
+    def _inject(self, kind: str, candidate: Parked | QueueSlot) -> bool:
+        """Apply fault ``kind``; True if the candidate must not also go ahead."""
+        if isinstance(candidate, QueueSlot):
+            message = candidate.message
+            if kind == "drop":
+                self.queue.drop(message.message_id)
+                self.trace.add("fault", f"dropped {message.message_id} ({message.run_id})")
+                return True
+            if kind == "delay":
+                seconds = float(1 + self._choose(60))
+                self.queue.delay(message.message_id, seconds)
+                self.trace.add("fault", f"delayed {message.message_id} by {seconds:g} s")
+                return True
+            self.launch(candidate)
+            self.launch(candidate, duplicate=True)
+            return True
+        actor, point = candidate.actor, candidate.point
+        if kind == "crash":
+            self.crash(actor, point)
+            return False  # it resumes only to unwind
+        if kind == "fail":
+            candidate.fail = True
+            self.trace.add("fault", f"transient failure of {point.describe()}")
+        elif kind == "expire_lease" and actor.message_id is not None:
+            self.expire(actor.message_id, redeliver=True)
+        elif kind == "withhold":
+            self._withhold_armed.append((1, point.run_id))
+            self.trace.add("fault", f"the next event of {point.run_id} is withheld from 1 read")
+        elif kind == "duplicate" and actor.message_id is not None:
+            slot = self.queue.slot(actor.message_id)
+            if slot is not None:
+                self.launch(slot, duplicate=True)
+        return False
+
+    def _quiescent(self) -> None:
+        waiters = [w for w in self._watches if w.future is not None]
+        if not self._idle_waiters and not waiters:
+            self.deadlock = SimDeadlock(
+                "the script awaits something outside the simulation and every simulated task "
+                f"is blocked; parked: {[p.point.describe() for p in self._parked.values()]}"
+            )
+            if self.main_task is None or self.main_task.done():
+                raise self.deadlock
+            self.main_task.cancel()  # Sim.run_sync raises the deadlock in its place
+            return
+        for future in self._idle_waiters:
+            if not future.done():
+                future.set_result(None)
+        self._idle_waiters.clear()
+        for watch in waiters:
+            self._watches.remove(watch)
+            assert watch.future is not None
+            if watch.future.done():
+                continue
+            if self.halted is not None:
+                error: Exception = BudgetExceeded(f"{self.halted}; waiting for {watch.label}")
+            else:
+                error = HoldNeverReached(self._never_reached(watch))
+            watch.future.set_exception(error)
+
+    def _never_reached(self, watch: Watch) -> str:
+        held = [p.point.describe() for p in self._parked.values()]
+        last: dict[str, str] = {}
+        for point in self.history:
+            last[point.writer.label] = point.describe()
+        positions = "; ".join(last.values()) or "no writer made a call"
+        return (
+            f"{watch.label or 'the awaited point'} ({watch.match.describe()}) was never "
+            f"reached: nothing is left to run. Held by the script: {held or 'nothing'}. "
+            f"Last point of each writer: {positions}"
+        )
+
+    def wait_idle(self) -> asyncio.Future[None]:
+        """A future resolved when nothing is left to run (or a budget ran out)."""
+        future: asyncio.Future[None] = self.loop.create_future()
+        self._idle_waiters.append(future)
+        return future
+
+    def halt(self, reason: str) -> None:
+        """Stop scheduling anything (a budget ran out)."""
+        if self.halted is None:
+            self.halted = reason
+            self.trace.add("note", f"halted: {reason}")
+
+    # --- deliveries ------------------------------------------------------------
+
+    def launch(self, slot: QueueSlot, *, duplicate: bool = False) -> DeliveryRecord:
+        """Deliver ``slot``'s message now as a new task (a duplicate reuses its lease)."""
+        if len(self.deliveries) >= self.max_deliveries:
+            self.halt(f"delivery budget of {self.max_deliveries} exceeded")
+        message = slot.message
+        number = len(self.deliveries) + 1
+        if duplicate and slot.lease_id is not None:
+            delivery = None
+        else:
+            delivery = self.queue.take(message.message_id, lease_seconds=self.lease_seconds)
+            message = delivery.message
+        step = message.queue_name == STEP_QUEUE
+        body: dict[str, Any] = json.loads(message.payload)
+        run_id = str(body.get("run")) if "run" in body else message.run_id
+        if step:
+            writer = Writer(
+                kind=STEP,
+                run_id=run_id,
+                name=step_short_name(str(body.get("step", ""))),
+                delivery=number,
+            )
+        else:
+            writer = Writer(kind=ORCHESTRATOR, run_id=run_id, delivery=number)
+        actor = Actor(writer=writer, message_id=message.message_id, duplicate=delivery is None)
+        record = DeliveryRecord(
+            number=number, message_id=message.message_id, run_id=run_id, actor=actor
+        )
+        self.deliveries[number] = record
+        what = "duplicate delivery" if delivery is None else "deliver"
+        self.trace.add(
+            "delivery",
+            f"d{number} {what} {message.message_id} {message.queue_name} run={run_id} "
+            f"attempt={message.attempt}",
+        )
+        coro = self._deliver(record, message.attempt, body, delivery)
+        context = contextvars.copy_context()
+        context.run(ACTOR.set, actor)
+        record.task = self.loop.create_task(coro, context=context)
+        return record
+
+    async def _deliver(
+        self, record: DeliveryRecord, attempt: int, body: dict[str, Any], delivery: Any
+    ) -> None:
+        run_id = record.run_id or ""
+        release_after: float | None = None
+        status = "done"
+        try:
+            if record.actor.writer.kind == STEP:
+                release_after = await run_queued_step(
+                    self.world, json.dumps(body).encode(), sync_in_thread=False
+                )
+                status = (
+                    "step done" if release_after is None else f"step retry in {release_after:g} s"
+                )
+            else:
+                report = await deliver(
+                    self.world,
+                    run_id,
+                    limits=self.limits,
+                    attempt=attempt,
+                    divergences=int(body.get("divergences", 0)),
+                )
+                status = report.status
+                if report.status == "unavailable":
+                    release_after = min(60.0, 2.0**attempt)
+                elif report.status == "retry":
+                    self.queue.put(
+                        "durasim.run",
+                        wake_message(run_id, divergences=report.divergences),
+                        run_id=run_id,
+                        orchestrator=True,
+                        delay=1.0,
+                    )
+        except Crashed:
+            record.status = "crashed"
+            self.trace.add("delivery", f"d{record.number} crashed")
+            return
+        except Exception as exc:  # a World failure: the message goes back with a back-off
+            status = f"failed ({type(exc).__name__})"
+            release_after = min(60.0, 2.0**attempt)
+        record.status = status
+        self.trace.add("delivery", f"d{record.number} ended: {status}")
+        if delivery is None or record.actor.crashed:
+            return
+        try:
+            self.queue.settle(delivery, release_after=release_after)
+        except WorldError:
+            self.trace.add("note", f"d{record.number} could not settle {record.message_id}")
+
+    def crash(self, actor: Actor, point: Point | None = None) -> None:
+        """Crash ``actor``'s delivery: it stops at once; its lease expires later."""
+        if actor.crashed:
+            return
+        actor.crashed = True
+        where = f" at {point.describe()}" if point is not None else ""
+        self.trace.add("fault", f"crash {actor.writer.label}{where}")
+        if actor.message_id is not None and not actor.duplicate:
+            self.queue.expire(actor.message_id, after=self.lease_seconds)
+        for parked in list(self._parked.values()):
+            if parked.actor is actor:
+                self.resume(parked)
+
+    def expire(self, message_id: str, *, redeliver: bool) -> None:
+        """End the lease of an in-flight message (its delivery keeps running)."""
+        if redeliver:
+            self.queue.expire(message_id)
+        else:
+            self.queue.open_gate(message_id)
+        self.trace.add("fault", f"lease of {message_id} expired (redeliver={redeliver})")
+
+    def withhold(self, reads: int, run_id: str | None) -> None:
+        """Hide the next committed event (of ``run_id``) from the next ``reads`` log reads."""
+        self._withhold_armed.append((reads, run_id))
+
+    def spawn(self, actor: Actor, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run ``coro`` as a simulated task working for ``actor``."""
+        context = contextvars.copy_context()
+        context.run(ACTOR.set, actor)
+        task = self.loop.create_task(coro, context=context)
+        self._tasks.append(task)
+        return task
+
+    async def close_tasks(self) -> None:
+        """End every task still running (parked, sleeping): the simulation is over."""
+        self._closing = True
+        tasks = [r.task for r in self.deliveries.values() if r.task is not None]
+        tasks += self._tasks
+        for task in tasks:
+            task.cancel()
+        for parked in list(self._parked.values()):
+            self.resume(parked)
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _resolve(future: asyncio.Future[Any] | None, value: Any) -> None:
+    if future is not None and not future.done():
+        future.set_result(value)
+
+
+def _describe(
+    call: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[str | None, list[EventRequest], str | None]:
+    run_id = kwargs.get("run_id")
+    if run_id is None and args and isinstance(args[0], str) and not call.startswith("queue."):
+        run_id = args[0]
+    requests: list[EventRequest] = []
+    token = None
+    if call == "events.create":
+        requests = [args[1] if len(args) > 1 else kwargs["request"]]
+    elif call == "events.create_batch":
+        requests = list(args[1] if len(args) > 1 else kwargs["requests"])
+    elif call == "hooks.get_by_token":
+        token, run_id = run_id, None
+    return run_id, requests, token
+
+
+def _writers(actor: Actor, requests: list[EventRequest]) -> tuple[Writer, ...]:
+    base = actor.writer
+    found: list[Writer] = []
+    meta = STEP_METADATA.get()
+    if meta is not None:
+        found.append(
+            Writer(
+                kind=STEP,
+                run_id=meta.run_id,
+                name=step_short_name(meta.step_name),
+                delivery=base.delivery,
+            )
+        )
+    for request in requests:
+        if request.type.value in _OUTCOMES and request.correlation_id:
+            found.append(
+                Writer(
+                    kind=STEP,
+                    run_id=base.run_id,
+                    name=step_short_name(request.correlation_id),
+                    delivery=base.delivery,
+                )
+            )
+    if not found or found[0] != base:
+        found.append(base)
+    return tuple(dict.fromkeys(found))

@@ -1,0 +1,637 @@
+"""Sim: the simulation a script drives (see docs/simulator.md).
+
+A :class:`Sim` owns a virtual clock, a store built on it (the in-memory World by
+default, or any World), the intercepting :class:`SimWorld` the runtime runs
+against, and the :class:`Scheduler`.  A script is an ``async def script(sim)``
+run by :meth:`Sim.run_sync` (or :func:`simulate`) on the simulation's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import attrs
+
+from durasim.runtime import Limits, Run, resume_hook, start
+from durasim.worlds import (
+    Event,
+    IdSource,
+    MemoryWorld,
+    Message,
+    World,
+)
+from durasim.worlds._time import CountingIds
+
+from ._choices import ChoiceSource, as_choice_source
+from ._clock import SimClock
+from ._errors import AlreadyPassedError, SimError
+from ._points import EXTERNAL, ORCHESTRATOR, STEP, Match, Point, Writer, WriterPattern
+from ._reports import IdleReport, RunOutcome, RunStall, SimSnapshot, StallReport
+from ._scheduler import Parked, Scheduler, Watch
+from ._world import Actor, SimWorld
+
+__all__ = ["DeferredCommit", "Hold", "Sim", "WriterHandle", "simulate"]
+
+T = TypeVar("T")
+#: Builds the store on the simulation's clock and ids: ``factory(clock, ids) -> World``.
+StoreFactory = Callable[[SimClock, IdSource], World]
+#: Selects queued messages: a message id, a predicate, or ``None`` (the oldest pending).
+Select = str | Callable[[Message], bool] | None
+
+
+class Hold:
+    """A raw hold (:meth:`Sim.park`): ``await`` it until a writer is held, then release it."""
+
+    def __init__(self, core: Scheduler, watch: Watch) -> None:
+        self._core = core
+        self._watch = watch
+        self._parked: Parked | None = None
+
+    async def wait(self) -> Point:
+        """Until a matching point is reached; the writer is then held there."""
+        assert self._watch.future is not None
+        found = await self._watch.future
+        assert isinstance(found, Parked)
+        self._parked = found
+        return found.point
+
+    def __await__(self) -> Any:
+        return self.wait().__await__()
+
+    @property
+    def point(self) -> Point | None:
+        """Where the writer is held (``None`` before it is)."""
+        return None if self._parked is None else self._parked.point
+
+    def release(self) -> None:
+        """Let the held writer continue now (idempotent); disarms the hold if unfired."""
+        self._core.unwatch(self._watch)
+        if self._parked is not None:
+            self._core.resume(self._parked)
+
+    def crash(self) -> None:
+        """Crash the held writer's delivery here (its lease expires later)."""
+        if self._parked is None:
+            raise SimError("crash(): nothing is held yet; await the hold first")
+        self._core.crash(self._parked.actor, self._parked.point)
+
+
+class WriterHandle:
+    """A writer by name (:meth:`Sim.orchestrator`, :meth:`Sim.step`, :meth:`Sim.any_step`).
+
+    ``run_to_*`` holds the writer at the next matching point; the hold is
+    level-triggered: a point the writer already passed (since its last hold)
+    raises :class:`AlreadyPassedError` instead of waiting forever.
+    """
+
+    def __init__(self, core: Scheduler, pattern: WriterPattern) -> None:
+        self._core = core
+        self.pattern = pattern
+        self.watermark = 0
+        self._held: Parked | None = None
+
+    async def run_to_event_produced(
+        self,
+        event_type: str | Sequence[str],
+        *,
+        step: str | None = None,
+        correlation_id: str | None = None,
+    ) -> Point:
+        """Hold at the ``before`` point of the write carrying ``event_type`` (no position yet)."""
+        match = Match(
+            phase="before", event_type=event_type, step=step, correlation_id=correlation_id
+        )
+        return await self.run_to(match)
+
+    async def run_to_event_committed(
+        self,
+        event_type: str | Sequence[str],
+        *,
+        step: str | None = None,
+        correlation_id: str | None = None,
+    ) -> Point:
+        """Hold at the ``after`` point of that write once committed (caller not resumed)."""
+        match = Match(
+            phase="after",
+            event_type=event_type,
+            step=step,
+            correlation_id=correlation_id,
+            failed=False,
+        )
+        return await self.run_to(match)
+
+    async def run_to(self, match: Match) -> Point:
+        """Hold this writer at the next point ``match`` selects (releasing any current hold)."""
+        match = attrs.evolve(match, writer=self.pattern)
+        if match.where is None:
+            for point in self._core.history:
+                if point.ordinal > self.watermark and match.matches(point):
+                    raise AlreadyPassedError(
+                        f"{self.pattern.label} already passed {point.describe()} "
+                        f"(asked: {match.describe()}); arm the hold before it gets there, "
+                        "or ask for a later point",
+                        point=point.describe(),
+                    )
+        watch = self._core.watch(match, "hold", label=f"{self.pattern.label} run_to")
+        self.release()
+        assert watch.future is not None
+        found = await watch.future
+        assert isinstance(found, Parked)
+        self._held = found
+        self.watermark = found.point.ordinal
+        return found.point
+
+    def release(self) -> None:
+        """Let the held writer continue (idempotent)."""
+        if self._held is not None:
+            held, self._held = self._held, None
+            self._core.resume(held)
+
+    @property
+    def is_held(self) -> bool:
+        """Whether the script holds this writer now."""
+        return self._held is not None
+
+    def history(self) -> list[Point]:
+        """Every point this writer has passed."""
+        return [p for p in self._core.history if any(self.pattern.matches(w) for w in p.writers)]
+
+    def crash(self) -> None:
+        """Crash the held writer's delivery at its point."""
+        if self._held is None:
+            raise SimError(f"crash(): {self.pattern.label} is not held; run it to a point first")
+        held, self._held = self._held, None
+        self._core.crash(held.actor, held.point)
+
+
+class DeferredCommit:
+    """An out-of-band hook delivery whose commit the script releases (:meth:`commit`)."""
+
+    def __init__(self, core: Scheduler, watch: Watch, task: Awaitable[Event]) -> None:
+        self._core = core
+        self._watch = watch
+        self._task = task
+
+    async def commit(self) -> Event:
+        """Let the write commit now; the committed ``hook_received`` event."""
+        assert self._watch.future is not None
+        found = await self._watch.future
+        assert isinstance(found, Parked)
+        self._core.resume(found)
+        return await self._task
+
+
+class Sim:
+    """A deterministic simulation of the runtime over a World.
+
+    Args:
+        store: the World to store into: ``None`` (a :class:`MemoryWorld` on the
+            simulation's clock and counting ids), a factory ``(clock, ids) ->
+            World`` (e.g. a SQLiteWorld on the virtual clock), or a World built
+            on ``clock``.
+        seed: seeds the random choice source (used when ``choices`` is None).
+        choices: a :class:`ChoiceSource`, a sequence of ints, or a callable
+            ``f(n) -> int`` (e.g. Hypothesis data); overrides ``seed``.
+        clock: the virtual clock (pass the one your store was built on).
+        ids: the id source for the default store and the queue.
+        limits: runtime limits (default: sync step bodies on the loop).
+        faults: fault kinds the choice source may inject (see ``FAULT_KINDS``).
+        fault_odds: at each choice, a fault is injected when
+            ``choose(fault_odds)`` answers its last value.
+        max_faults: at most this many injected faults.
+        max_deliveries: delivery budget.
+        max_virtual_time: virtual-time budget.
+        max_wall_seconds: wall-time budget.
+        lease_seconds: how long a crashed delivery's lease lingers.
+    """
+
+    def __init__(
+        self,
+        store: World | StoreFactory | None = None,
+        *,
+        seed: int | None = 0,
+        choices: ChoiceSource | Iterable[int] | Callable[[int], int] | None = None,
+        clock: SimClock | None = None,
+        ids: IdSource | None = None,
+        limits: Limits | None = None,
+        faults: Sequence[str] = (),
+        fault_odds: int = 20,
+        max_faults: int = 3,
+        max_deliveries: int = 10_000,
+        max_virtual_time: timedelta = timedelta(days=3660),
+        max_wall_seconds: float = 60.0,
+        lease_seconds: float = 30.0,
+    ) -> None:
+        self.clock = clock or SimClock()
+        ids = ids or CountingIds()
+        self._owns_store = not _is_world(store)
+        if store is None:
+            built: World = MemoryWorld(clock=self.clock, ids=ids)
+        elif _is_world(store):
+            built = store  # type: ignore[assignment]
+        else:
+            built = store(self.clock, ids)  # type: ignore[operator]
+        self.store = built
+        self._core = Scheduler(
+            built,
+            self.clock,
+            ids,
+            as_choice_source(choices, seed=seed),
+            limits or Limits(sync_steps="inline"),
+            faults=faults,
+            fault_odds=fault_odds,
+            max_faults=max_faults,
+            max_deliveries=max_deliveries,
+            max_virtual_seconds=max_virtual_time.total_seconds(),
+            max_wall_seconds=max_wall_seconds,
+            lease_seconds=lease_seconds,
+        )
+        self.world: SimWorld = self._core.world
+        self.run_id: str | None = None
+        self._senders = 0
+        self._ran = False
+
+    # --- running ---------------------------------------------------------------
+
+    def run_sync(self, script: Callable[[Sim], Coroutine[Any, Any, T]]) -> T:
+        """Run ``await script(self)`` on the simulation's loop; its result.
+
+        A Sim runs one script: afterwards its loop is closed (read the trace,
+        not the store, unless you passed the store in).
+        """
+        if self._ran:
+            raise SimError("this Sim already ran a script: make a new Sim for another")
+        self._ran = True
+        loop = self._core.loop
+
+        async def main() -> T:
+            try:
+                return await script(self)
+            finally:
+                await self._core.close_tasks()
+
+        task = loop.create_task(main())
+        self._core.main_task = task
+        try:
+            return loop.run_until_complete(task)
+        except asyncio.CancelledError:
+            if self._core.deadlock is not None:
+                raise self._core.deadlock from None
+            raise
+        finally:
+            try:
+                if self._owns_store:
+                    loop.run_until_complete(self.store.close())
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+
+    async def start(
+        self, workflow: Callable[..., Any], *args: Any, run_id: str | None = None, **kwargs: Any
+    ) -> Run:
+        """Start a run (as an external writer); it is delivered when the scheduler picks it."""
+        run = await start(workflow, *args, world=self.world, run_id=run_id, **kwargs)
+        self.run_id = run.run_id
+        return run
+
+    async def run(self, workflow: Callable[..., Any], *args: Any, **kwargs: Any) -> RunOutcome:
+        """Start a run and drive everything until nothing is left to run."""
+        run = await self.start(workflow, *args, **kwargs)
+        idle = await self.run_until_idle()
+        return await self.outcome(run.run_id, idle=idle)
+
+    async def run_until_idle(self) -> IdleReport:
+        """Drive until nothing can run (or a budget runs out); how it ended."""
+        await self._core.wait_idle()
+        deliveries = len(self._core.deliveries)
+        elapsed = self.clock.elapsed
+        if self._core.halted is not None:
+            return IdleReport(
+                status="budget",
+                reason=self._core.halted,
+                deliveries=deliveries,
+                virtual_seconds=elapsed,
+            )
+        stall = await self.stall_report()
+        return IdleReport(
+            status="stalled" if stall.runs else "idle",
+            stall=stall if stall.runs else None,
+            deliveries=deliveries,
+            virtual_seconds=elapsed,
+        )
+
+    async def outcome(self, run_id: str, *, idle: IdleReport | None = None) -> RunOutcome:
+        """The run's status and result (or error) now."""
+        run = await self.store.runs.get(run_id)
+        value: Any = None
+        error: BaseException | None = None
+        if run.status.terminal:
+            try:
+                value = await Run(run_id=run_id, world=self.store).result()
+            except Exception as exc:  # the run's failure, as Run.result() raises it
+                error = exc
+        return RunOutcome(
+            run_id=run_id,
+            status=run.status,
+            value=value,
+            error=error,
+            idle=idle or IdleReport(status="idle"),
+        )
+
+    # --- writers and holds -------------------------------------------------------
+
+    def orchestrator(self, run_id: str | None = None) -> WriterHandle:
+        """The orchestrator of ``run_id`` (any run if ``None``), in any delivery."""
+        return WriterHandle(self._core, WriterPattern(kind=ORCHESTRATOR, run_id=run_id))
+
+    def step(self, name: str, run_id: str | None = None) -> WriterHandle:
+        """The step ``name`` (``charge``, or its full id): its body and its outcome's commit."""
+        return WriterHandle(self._core, WriterPattern(kind=STEP, run_id=run_id, name=name))
+
+    def any_step(self, run_id: str | None = None) -> WriterHandle:
+        """Any step body (or outcome commit)."""
+        return WriterHandle(self._core, WriterPattern(kind=STEP, run_id=run_id))
+
+    def park(self, match: Match, *, label: str = "park") -> Hold:
+        """Hold the next writer that reaches a point ``match`` selects (edge-triggered)."""
+        return Hold(self._core, self._core.watch(match, "hold", label=label))
+
+    async def until(self, match: Match) -> Point:
+        """Wait (without holding anyone) until a point ``match`` selects is reached."""
+        watch = self._core.watch(match, "notify", label="until")
+        assert watch.future is not None
+        found = await watch.future
+        assert isinstance(found, Point)
+        return found
+
+    # --- external actors -----------------------------------------------------------
+
+    async def deliver_hook(
+        self, token: str, payload: Any, *, resume_id: str | None = None
+    ) -> Event:
+        """Resume a hook now, as an external writer (the real ``resume_hook``)."""
+        return await resume_hook(token, payload, world=self.world, resume_id=resume_id)
+
+    def begin_hook_delivery(
+        self, token: str, payload: Any, *, resume_id: str | None = None
+    ) -> DeferredCommit:
+        """Start a hook delivery whose commit waits for :meth:`DeferredCommit.commit`.
+
+        The sender is a simulated task: its reads interleave with everyone
+        else's, and its ``hook_received`` write is held at ``before``.
+        """
+        self._senders += 1
+        name = f"sender{self._senders}"
+        watch = self._core.watch(
+            Match(
+                phase="before",
+                call="events.create",
+                writer=WriterPattern(kind=EXTERNAL, name=name),
+            ),
+            "hold",
+            label=f"deferred commit of {name}",
+        )
+        actor = Actor(writer=_external(name))
+        coro = resume_hook(token, payload, world=self.world, resume_id=resume_id)
+        return DeferredCommit(self._core, watch, self._core.spawn(actor, coro))
+
+    async def cancel_run(self, run_id: str | None = None, reason: str | None = None) -> bool:
+        """Cancel a run (the real ``Run.cancel``), as an external writer."""
+        return await Run(run_id=self._run(run_id), world=self.world).cancel(reason)
+
+    def advance_time(self, seconds: float) -> None:
+        """Jump the virtual clock forward."""
+        self.clock.jump(seconds)
+        self._core.trace.add("note", f"time advanced by {seconds:g} s")
+
+    def note(self, text: str) -> None:
+        """Add a note to the trace."""
+        self._core.trace.add("note", text)
+
+    # --- faults --------------------------------------------------------------------
+
+    def crash_at(self, match: Match) -> None:
+        """Crash the delivery of the next writer reaching ``match`` (at that point)."""
+        self._core.watch(match, "crash", label="crash")
+
+    def fail_next(self, match: Match, *, times: int = 1) -> None:
+        """Fail the next ``times`` calls matching at ``before`` with :class:`InjectedFault`."""
+        self._core.watch(attrs.evolve(match, phase="before"), "fail", times=times)
+
+    def expire_lease(self, run_id: str | None = None, *, redeliver: bool = True) -> int:
+        """End the lease of the run's in-flight orchestrator delivery (it keeps running).
+
+        With ``redeliver`` its message is claimable again now (same id, next
+        attempt); without, only the run's gate opens (another message of the run
+        may be delivered).  Returns how many leases ended.
+        """
+        expired = 0
+        seen: set[str] = set()
+        for record in self._core.deliveries.values():
+            if record.status != "running" or record.actor.crashed or record.actor.duplicate:
+                continue
+            if record.actor.writer.kind != ORCHESTRATOR or record.message_id in seen:
+                continue
+            if run_id is not None and record.run_id != run_id:
+                continue
+            seen.add(record.message_id)
+            self._core.expire(record.message_id, redeliver=redeliver)
+            expired += 1
+        return expired
+
+    def withhold_next_event(self, reads: int = 1, *, run_id: str | None = None) -> None:
+        """Hide the next committed event (of ``run_id``) from the next ``reads`` log reads.
+
+        Those reads are truncated just before it (always a prefix of the log).
+        """
+        self._core.withhold(reads, run_id)
+        self._core.trace.add(
+            "fault",
+            f"the next event{f' of {run_id}' if run_id else ''} is withheld from {reads} read(s)",
+        )
+
+    def drop_queued(self, select: Select = None) -> list[Message]:
+        """Lose pending messages (unleased) as a faulty queue would; the dropped ones."""
+        dropped = []
+        for slot in self._select(select):
+            message = self._core.queue.drop(slot.message.message_id)
+            if message is not None:
+                dropped.append(message)
+                self._core.trace.add("fault", f"dropped {message.message_id} ({message.run_id})")
+        return dropped
+
+    def delay_queued(self, select: Select, seconds: float) -> list[Message]:
+        """Push pending messages ``seconds`` later; the delayed ones."""
+        delayed = []
+        for slot in self._select(select):
+            self._core.queue.delay(slot.message.message_id, seconds)
+            delayed.append(slot.message)
+            self._core.trace.add("fault", f"delayed {slot.message.message_id} by {seconds:g} s")
+        return delayed
+
+    def deliver_queued(self, select: Select = None, *, force: bool = False) -> list[int]:
+        """Deliver pending messages now, concurrently with whatever runs; delivery numbers.
+
+        An orchestrator message of a run whose lease is live waits, unless
+        ``force`` (two overlapping orchestrators: only the fence decides).
+        """
+        numbers = []
+        claimable = {id(s) for s in self._core.queue.claimable(ignore_leases=force)} | (
+            {id(s) for s in self._core.queue.slots()} if force else set()
+        )
+        for slot in self._select(select):
+            if id(slot) not in claimable:
+                raise SimError(
+                    f"message {slot.message.message_id} cannot be delivered now: its run's "
+                    "orchestrator lease is live (pass force=True to overlap) or it is not due"
+                )
+            numbers.append(self._core.launch(slot).number)
+        return numbers
+
+    def duplicate_delivery(self, run_id: str | None = None) -> int:
+        """Deliver the run's in-flight orchestrator message a second time, now."""
+        for record in self._core.deliveries.values():
+            if record.status != "running" or record.actor.writer.kind != ORCHESTRATOR:
+                continue
+            if run_id is not None and record.run_id != run_id:
+                continue
+            slot = self._core.queue.slot(record.message_id)
+            if slot is not None:
+                return self._core.launch(slot, duplicate=True).number
+        raise SimError(f"no orchestrator delivery of {run_id or 'any run'} is in flight")
+
+    @property
+    def auto_deliver(self) -> bool:
+        """Whether the scheduler delivers due messages by itself (default True)."""
+        return self._core.auto_deliver
+
+    @auto_deliver.setter
+    def auto_deliver(self, value: bool) -> None:
+        self._core.auto_deliver = value
+
+    def _select(self, select: Select) -> list[Any]:
+        slots = [s for s in self._core.queue.slots() if s.lease_id is None]
+        if select is None:
+            return slots[:1]
+        if isinstance(select, str):
+            return [s for s in self._core.queue.slots() if s.message.message_id == select]
+        return [s for s in slots if select(s.message)]
+
+    def _run(self, run_id: str | None) -> str:
+        found = run_id or self.run_id
+        if found is None:
+            raise SimError("no run: start one first, or pass run_id=")
+        return found
+
+    # --- what happened ------------------------------------------------------------------
+
+    @property
+    def trace_lines(self) -> list[str]:
+        """The trace, line by line."""
+        return self._core.trace.lines()
+
+    @property
+    def trace_text(self) -> str:
+        """The trace as text (stable for golden files)."""
+        return self._core.trace.text()
+
+    @property
+    def trace_hash(self) -> str:
+        """sha256 of :attr:`trace_text`."""
+        return self._core.trace.hash()
+
+    @property
+    def choices_made(self) -> list[tuple[int, int]]:
+        """Every choice the scheduler made: ``(candidates, index)``."""
+        return list(self._core.choice_log)
+
+    @property
+    def deliveries(self) -> int:
+        """Deliveries started so far."""
+        return len(self._core.deliveries)
+
+    async def snapshot(self) -> SimSnapshot:
+        """Everything the store holds now, read without interception."""
+        store = self.store
+        runs = await _all_runs(store)
+        events, steps, hooks, waits = {}, {}, {}, {}
+        for run in runs:
+            events[run.run_id] = tuple(await Run(run_id=run.run_id, world=store).events())
+            steps[run.run_id] = await store.steps.list(run.run_id)
+            hooks[run.run_id] = await store.hooks.list(run.run_id)
+            waits[run.run_id] = await store.waits.list(run.run_id)
+        return SimSnapshot(
+            now=self.clock.now(),
+            runs=tuple(runs),
+            events=events,
+            steps=steps,
+            hooks=hooks,
+            waits=waits,
+            pending=self._core.queue.pending(),
+            rejections=tuple(self._core.rejections),
+        )
+
+    async def stall_report(self) -> StallReport:
+        """The unfinished runs and what each waits for."""
+        store = self.store
+        stalls = []
+        held = tuple(p.point.describe() for p in self._core.parked() if p.held)
+        for run in await _all_runs(store):
+            if run.status.terminal:
+                continue
+            waiting = [
+                f"hook {h.hook_id} token {h.token!r} never resumed"
+                for h in await store.hooks.list(run.run_id)
+                if h.status.value == "active"
+            ]
+            waiting += [
+                f"wait {w.wait_id} due {w.resume_at.isoformat()} never completed"
+                for w in await store.waits.list(run.run_id)
+                if w.status.value == "waiting"
+            ]
+            waiting += [
+                f"step {s.step_id} {s.status.value}: no delivery will finish it"
+                for s in await store.steps.list(run.run_id)
+                if not s.status.terminal
+            ]
+            waiting += [
+                f"message {m.message_id} never deliverable (leased, lease never expires)"
+                for m in self._core.queue.pending()
+                if m.run_id == run.run_id
+            ]
+            waiting += [h for h in held if run.run_id in h]
+            if not waiting:
+                waiting = ["nothing queued: no delivery of the run is pending"]
+            stalls.append(
+                RunStall(run_id=run.run_id, status=run.status.value, waiting_for=tuple(waiting))
+            )
+        return StallReport(runs=tuple(stalls), held=held)
+
+
+def _external(name: str) -> Writer:
+    return Writer(kind=EXTERNAL, name=name)
+
+
+def _is_world(store: object) -> bool:
+    return store is not None and hasattr(store, "events") and hasattr(store, "runs")
+
+
+async def _all_runs(store: World) -> list[Any]:
+    runs: list[Any] = []
+    cursor = None
+    while True:
+        page = await store.runs.list(limit=1000, cursor=cursor)
+        runs.extend(page.runs)
+        cursor = page.cursor
+        if cursor is None:
+            break
+    runs.sort(key=lambda r: (r.created_at, r.run_id))
+    return runs
+
+
+def simulate(script: Callable[[Sim], Coroutine[Any, Any, T]], **options: Any) -> T:
+    """``Sim(**options).run_sync(script)``: run one script in a fresh simulation."""
+    return Sim(**options).run_sync(script)

@@ -1,0 +1,110 @@
+"""The trace: what happened, in commit order, as plain text.
+
+One line per committed event, numbered by its log position (``#12``), with the
+virtual time, the run, the writer, the type, the entity and a short payload;
+deliveries, holds, notes, faults, stale reads and rejected writes (``!!``)
+interleaved where they happened.  Entries are kept as values and rendered on
+demand, so an unread trace costs little; the text is stable for golden files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from durasim.worlds import Event
+
+from ._clock import SimClock
+
+__all__ = ["Trace", "TraceEntry"]
+
+_CLIP = 32
+
+
+@attrs.frozen(kw_only=True)
+class TraceEntry:
+    """One trace line before rendering.
+
+    Attributes:
+        kind: ``event``, ``delivery``, ``hold``, ``note``, ``fault``, ``stale`` or ``reject``.
+        at: virtual seconds since the start.
+        text: the line's text after its marker (unused for events).
+        event: the committed event (``kind == "event"``).
+        writer: the writer's label (events).
+    """
+
+    kind: str
+    at: float
+    text: str = ""
+    event: Event | None = None
+    writer: str = ""
+
+
+_MARKS = {
+    "delivery": "--",
+    "hold": "||",
+    "note": "..",
+    "fault": "xx",
+    "stale": "~~",
+    "reject": "!!",
+}
+
+
+class Trace:
+    """The simulation's trace (append-only)."""
+
+    def __init__(self, clock: SimClock) -> None:
+        self._clock = clock
+        self.entries: list[TraceEntry] = []
+
+    def add(self, kind: str, text: str) -> None:
+        """A non-event line."""
+        self.entries.append(TraceEntry(kind=kind, at=self._clock.elapsed, text=text))
+
+    def event(self, event: Event, writer: str) -> None:
+        """A committed event."""
+        self.entries.append(
+            TraceEntry(kind="event", at=self._clock.elapsed, event=event, writer=writer)
+        )
+
+    def lines(self) -> list[str]:
+        """The rendered lines."""
+        return [self._render(e) for e in self.entries]
+
+    def text(self) -> str:
+        """The whole trace, one line per entry, newline-terminated."""
+        return "".join(line + "\n" for line in self.lines())
+
+    def hash(self) -> str:
+        """sha256 of :meth:`text` (hex)."""
+        return hashlib.sha256(self.text().encode()).hexdigest()
+
+    def _render(self, entry: TraceEntry) -> str:
+        at = f"+{entry.at:.6f}s"
+        if entry.event is None:
+            return f"{_MARKS[entry.kind]:<5} {at:>17} {entry.text}"
+        event = entry.event
+        position = f"#{event.seq}"
+        entity = event.correlation_id or "-"
+        payload = " ".join(self._field(k, v) for k, v in event.data.items() if v is not None)
+        band = "" if event.in_band else " (oob)"
+        line = (
+            f"{position:<5} {at:>17} {event.run_id} {entry.writer:<18} {event.type.value:<15} "
+            f"{entity}{band} {payload}"
+        )
+        return line.rstrip()
+
+    def _field(self, key: str, value: Any) -> str:
+        if isinstance(value, bytes | bytearray):
+            return f"{key}=<{len(value)}B>"
+        if isinstance(value, datetime):
+            return f"{key}=+{self._clock.offset(value).total_seconds():g}s"
+        if isinstance(value, bool | int | float):
+            return f"{key}={value}"
+        shown = repr(value)
+        if len(shown) > _CLIP:
+            shown = shown[: _CLIP - 3] + "..."
+        return f"{key}={shown}"

@@ -1,0 +1,189 @@
+"""The simulator's core: determinism, virtual time, stalls, budgets, store parity."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import simflows
+
+from durasim.sim import (
+    AlreadyPassedError,
+    FifoChoices,
+    HoldNeverReached,
+    Match,
+    SeededChoices,
+    SequenceChoices,
+    Sim,
+    SimClock,
+    SimDeadlock,
+    simulate,
+)
+from durasim.worlds import CountingIds, IdSource, RunStatus, SQLiteWorld, World
+
+
+async def _two_chains(sim: Sim) -> list[Any]:
+    first = await sim.start(simflows.chain, 3)
+    second = await sim.start(simflows.chain, 2)
+    await sim.run_until_idle()
+    return [(await sim.outcome(r.run_id)).value for r in (first, second)]
+
+
+def _hash(seed: int) -> str:
+    sim = Sim(seed=seed)
+    assert sim.run_sync(_two_chains) == [3, 1]
+    return sim.trace_hash
+
+
+def test_the_same_seed_gives_the_same_trace_ten_times() -> None:
+    hashes = {_hash(7) for _ in range(10)}
+    assert len(hashes) == 1
+
+
+def test_different_seeds_interleave_differently() -> None:
+    hashes = {_hash(seed) for seed in range(8)}
+    assert len(hashes) > 1
+
+
+def test_fifo_and_sequences_are_choice_sources() -> None:
+    fifo = Sim(choices=FifoChoices())
+    fifo.run_sync(_two_chains)
+    assert all(index == 0 for _, index in fifo.choices_made)
+    zeros = Sim(choices=[0] * 100)
+    zeros.run_sync(_two_chains)
+    assert zeros.trace_hash == fifo.trace_hash
+    called = Sim(choices=lambda n: n - 1)
+    called.run_sync(_two_chains)
+    assert called.trace_hash != fifo.trace_hash
+    assert SequenceChoices([5]).choose(3) == 2
+    assert SeededChoices(1).choose(10) == SeededChoices(1).choose(10)
+
+
+def test_a_year_of_sleep_costs_no_wall_time() -> None:
+    async def script(sim: Sim) -> Any:
+        return await sim.run(simflows.sleepy, 365)
+
+    started = time.perf_counter()
+    outcome = simulate(script)
+    assert time.perf_counter() - started < 0.5
+    assert outcome.value == "awake"
+    assert outcome.idle.virtual_seconds == 365 * 86_400
+
+
+def test_a_step_body_sleeping_uses_virtual_time() -> None:
+    async def script(sim: Sim) -> Any:
+        outcome = await sim.run(simflows.step_sleeps, 30 * 86_400.0)
+        return outcome.value, sim.clock.elapsed
+
+    assert simulate(script) == (30 * 86_400.0, 30 * 86_400.0)
+
+
+def test_a_hook_never_resumed_is_a_stall_naming_the_token() -> None:
+    async def script(sim: Sim) -> Any:
+        return await sim.run(simflows.waits_forever, "never")
+
+    outcome = simulate(script)
+    assert outcome.status is RunStatus.RUNNING
+    assert outcome.idle.status == "stalled"
+    assert outcome.idle.stall is not None
+    assert "token 'never' never resumed" in str(outcome.idle.stall)
+
+
+def test_the_virtual_time_budget_ends_a_long_sleep() -> None:
+    from datetime import timedelta
+
+    async def script(sim: Sim) -> Any:
+        return await sim.run(simflows.sleepy, 365)
+
+    outcome = simulate(script, max_virtual_time=timedelta(days=30))
+    assert outcome.idle.status == "budget"
+    assert "virtual-time budget" in (outcome.idle.reason or "")
+
+
+def test_the_delivery_budget_ends_a_long_run() -> None:
+    async def script(sim: Sim) -> Any:
+        return await sim.run(simflows.sleep_loop, 50, 1.0)
+
+    outcome = simulate(script, max_deliveries=5)
+    assert outcome.idle.status == "budget"
+    assert "delivery budget" in (outcome.idle.reason or "")
+
+
+def test_a_script_waiting_on_nothing_simulated_is_a_deadlock_not_a_hang() -> None:
+    async def script(sim: Sim) -> None:
+        import asyncio
+
+        await asyncio.get_running_loop().create_future()
+
+    with pytest.raises(SimDeadlock):
+        simulate(script)
+
+
+def test_a_hold_never_reached_raises_instead_of_hanging() -> None:
+    async def script(sim: Sim) -> None:
+        await sim.start(simflows.one_step, 1)
+        await sim.step("refund").run_to_event_committed("step_completed")
+
+    with pytest.raises(HoldNeverReached, match="refund"):
+        simulate(script)
+
+
+def test_asking_for_a_point_already_passed_raises() -> None:
+    async def script(sim: Sim) -> None:
+        await sim.run(simflows.one_step, 1)
+        await sim.orchestrator().run_to_event_produced("step_started", step="charge")
+
+    with pytest.raises(AlreadyPassedError, match="step_started"):
+        simulate(script)
+
+
+def test_until_sees_a_point_without_holding() -> None:
+    async def script(sim: Sim) -> Any:
+        await sim.start(simflows.one_step, 1)
+        point = await sim.until(Match(event_type="step_completed"))
+        await sim.run_until_idle()
+        return point.writer.label
+
+    assert simulate(script) == "step:charge d1"
+
+
+def _sqlite(path: Path) -> Any:
+    def build(clock: SimClock, ids: IdSource) -> World:
+        return SQLiteWorld(path, clock=clock, ids=ids)
+
+    return build
+
+
+async def _scripted_race(sim: Sim) -> list[tuple[str, str | None]]:
+    """A hook lands while the orchestrator is held inside its step_started write."""
+    run = await sim.start(simflows.approval, "parity")
+    orchestrator = sim.orchestrator()
+    await orchestrator.run_to_event_committed("step_started", step="charge")
+    await sim.deliver_hook("parity", "yes")
+    orchestrator.release()
+    await sim.run_until_idle()
+    outcome = await sim.outcome(run.run_id)
+    assert outcome.value == ["charged 1", "yes"]
+    return (await sim.snapshot()).log(run.run_id)
+
+
+def test_the_same_script_gives_the_same_log_over_memory_and_sqlite(tmp_path: Path) -> None:
+    memory = Sim(seed=1)
+    sqlite = Sim(_sqlite(tmp_path / "sim.db"), seed=1)
+    assert memory.run_sync(_scripted_race) == sqlite.run_sync(_scripted_race)
+    assert memory.trace_hash == sqlite.trace_hash
+
+
+def test_a_store_built_by_the_caller_on_the_sim_clock(tmp_path: Path) -> None:
+    clock = SimClock()
+    store = SQLiteWorld(tmp_path / "own.db", clock=clock, ids=CountingIds())
+
+    async def script(sim: Sim) -> Any:
+        return (await sim.run(simflows.chain, 4)).value
+
+    assert Sim(store, clock=clock).run_sync(script) == 6
+    import asyncio
+
+    asyncio.run(store.close())
