@@ -5,8 +5,11 @@
   :func:`check_log` / :func:`check_logs` do the same for logs without a World.
 * :func:`verify_replay`: the cold-replay oracle; one delivery of the real
   runtime over a finished run's log must write the same end.
+* :func:`check_determinism`: a simulated scenario run twice with one seed must
+  trace byte for byte alike.
 """
 
+from ._determinism import DeterminismVerdict, check_determinism
 from ._export import LogFileError, event_from_json, event_to_json, load_logs
 from ._invariants import Report, StoredRun, Violation, check_invariants, check_log, check_logs
 from ._oracle import VERDICTS, ReplayVerdict, verify_replay, verify_replay_log
@@ -15,11 +18,13 @@ from ._rules import RULES
 __all__ = [
     "RULES",
     "VERDICTS",
+    "DeterminismVerdict",
     "LogFileError",
     "ReplayVerdict",
     "Report",
     "StoredRun",
     "Violation",
+    "check_determinism",
     "check_invariants",
     "check_log",
     "check_logs",
