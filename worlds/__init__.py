@@ -6,8 +6,12 @@ docs/protocol.md is the normative contract; :mod:`durasim.worlds` gives:
 
 * the contract as protocols (:class:`World` and its facets), value types and errors;
 * the reference fold and guards every World reuses (:func:`fold_log`, :func:`plan_write`);
-* :class:`MemoryWorld` (the reference) and :class:`SQLiteWorld` (the embedded default).
+* :class:`MemoryWorld` (the reference) and :class:`SQLiteWorld` (the embedded default);
+* :class:`PostgresWorld` (many workers on many machines), imported on first use
+  because it needs the optional ``psycopg`` (``pip install 'durasim[postgres]'``).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from ._entities import (
     BatchResult,
@@ -65,6 +69,9 @@ from ._protocol import (
 from ._sqlite import SQLiteWorld
 from ._time import EPOCH, Clock, CountingIds, FixedClock, IdSource, RandomIds, SystemClock
 
+if TYPE_CHECKING:
+    from ._postgres import PostgresWorld
+
 __all__ = [
     "BATCH_FORBIDDEN",
     "EPOCH",
@@ -99,6 +106,7 @@ __all__ = [
     "Message",
     "Payload",
     "Plan",
+    "PostgresWorld",
     "QueueFacet",
     "RandomIds",
     "Run",
@@ -131,3 +139,17 @@ __all__ = [
     "plan_write",
     "validate_request",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import :class:`PostgresWorld` on first use: psycopg is an optional dependency."""
+    if name == "PostgresWorld":
+        try:
+            from ._postgres import PostgresWorld  # noqa: PLC0415 -- psycopg is optional
+        except ImportError as exc:
+            raise ImportError(
+                f"PostgresWorld needs psycopg 3 and psycopg-pool ({exc}): "
+                "pip install 'durasim[postgres]'"
+            ) from exc
+        return PostgresWorld
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,474 @@
+"""The PostgreSQL World's queue and streams facets (docs/protocol.md §11, §12).
+
+Claims lock candidate rows with ``FOR UPDATE SKIP LOCKED``, so concurrent
+workers never wait on each other and never lease one message twice.  One
+orchestrator delivery per run: before leasing an orchestrator message the claim
+takes a transaction-level advisory lock on the run (``pg_try_advisory_xact_lock``;
+busy: skip the message) and only then looks for a live orchestrator lease of the
+run, in a statement that starts after the lock, so it sees any lease committed
+by the claimer that held the lock before.
+
+Every enqueue and release notifies the schema's channel (``NOTIFY`` is sent at
+commit).  :meth:`PostgresQueue.wait_for_work` sleeps on a dedicated ``LISTEN``
+connection until a notification, the next due message, or the timeout, so an
+idle worker wakes within milliseconds of new work and never misses due work if
+a notification is lost (it re-reads ``next_due`` each time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import psycopg
+
+from ._checks import (
+    check_chunks,
+    check_delay,
+    check_limit,
+    check_message,
+    check_queue_name,
+    clamp_start,
+)
+from ._entities import Chunk, ChunkPage, Delivery, Message, StreamInfo
+from ._errors import InvalidRequest, LeaseLost, StreamClosed
+from ._events import check_stream_name
+from ._postgres_schema import channel
+from ._time import from_micros, to_micros
+
+if TYPE_CHECKING:
+    from ._postgres import Conn, PostgresWorld
+
+__all__ = ["PostgresQueue", "PostgresStreams"]
+
+MESSAGE_COLUMNS = (
+    "message_id, queue_name, payload, available_at, enqueued_at, attempt, run_id, "
+    "orchestrator, idempotency_key"
+)
+#: Candidates a claim locks per round trip.
+_CLAIM_BATCH = 4
+
+
+def _message_from_row(row: Sequence[Any]) -> Message:
+    return Message(
+        message_id=row[0],
+        queue_name=row[1],
+        payload=bytes(row[2]),
+        available_at=from_micros(row[3]),
+        enqueued_at=from_micros(row[4]),
+        attempt=row[5],
+        run_id=row[6],
+        orchestrator=bool(row[7]),
+        idempotency_key=row[8],
+    )
+
+
+def _lease_lost(delivery: Delivery) -> LeaseLost:
+    return LeaseLost(
+        f"message {delivery.message_id!r}: lease {delivery.lease_id!r} is no longer "
+        "held (acked, or re-claimed after it expired); the message is not yours to settle",
+        message_id=delivery.message_id,
+    )
+
+
+class _Facet:
+    def __init__(self, world: PostgresWorld) -> None:
+        self._w = world
+
+
+class PostgresQueue(_Facet):
+    def __init__(self, world: PostgresWorld) -> None:
+        super().__init__(world)
+        self._listener: Conn | None = None
+        self._listen_task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+
+    async def _notify(self, conn: Conn, queue_name: str) -> None:
+        await conn.execute("SELECT pg_notify(%s, %s)", (channel(self._w.schema), queue_name))
+
+    async def enqueue(
+        self,
+        queue_name: str,
+        payload: bytes,
+        *,
+        run_id: str | None = None,
+        orchestrator: bool = False,
+        idempotency_key: str | None = None,
+        delay: float = 0.0,
+    ) -> str:
+        w = self._w
+        check_queue_name(queue_name)
+        check_message(payload, run_id, orchestrator, idempotency_key)
+        delay = check_delay(delay)
+        minted: list[str] = []
+
+        async def body(conn: Conn) -> str:
+            if idempotency_key is not None:
+                cur = await conn.execute(
+                    "SELECT message_id FROM messages WHERE idempotency_key = %s",
+                    (idempotency_key,),
+                )
+                row = await cur.fetchone()
+                if row is not None:
+                    return str(row[0])
+            if not minted:  # a retried transaction keeps its id: ids are never wasted
+                minted.append(w._ids.new_id("msg"))
+            now = w._clock.now()
+            available = to_micros(now + timedelta(seconds=delay))
+            await conn.execute(
+                f"INSERT INTO messages ({MESSAGE_COLUMNS}, due_at) VALUES "
+                "(%s, %s, %s, %s, %s, 0, %s, %s, %s, %s)",
+                (
+                    minted[0],
+                    queue_name,
+                    payload,
+                    available,
+                    to_micros(now),
+                    run_id,
+                    orchestrator,
+                    idempotency_key,
+                    available,
+                ),
+            )
+            await self._notify(conn, queue_name)
+            return minted[0]
+
+        async def landed(conn: Conn) -> bool:
+            cur = await conn.execute(
+                "SELECT 1 FROM messages WHERE message_id = %s UNION ALL "
+                "SELECT 1 FROM dead_letters WHERE message_id = %s",
+                (minted[0], minted[0]),
+            )
+            return await cur.fetchone() is not None
+
+        return await w._transact(body, landed=landed)
+
+    async def claim(
+        self, *, queue_prefix: str = "", lease_seconds: float = 30.0
+    ) -> Delivery | None:
+        w = self._w
+        lease = check_delay(lease_seconds, what="lease_seconds")
+        if not isinstance(queue_prefix, str):
+            raise InvalidRequest(f"queue_prefix must be a str, got {queue_prefix!r}")
+        limit = w._max_deliveries
+
+        async def body(conn: Conn) -> Delivery | None:
+            now = w._clock.now()
+            now_us = to_micros(now)
+            after: tuple[int, int] | None = None
+            while True:
+                cur = await conn.execute(
+                    f"SELECT {MESSAGE_COLUMNS}, due_at, ord FROM messages WHERE due_at <= %s "
+                    "AND left(queue_name, %s) = %s "
+                    + ("AND (due_at, ord) > (%s, %s) " if after else "")
+                    + "ORDER BY due_at, ord LIMIT %s FOR UPDATE SKIP LOCKED",
+                    (now_us, len(queue_prefix), queue_prefix, *(after or ()), _CLAIM_BATCH),
+                )
+                rows = await cur.fetchall()
+                for row in rows:
+                    message = _message_from_row(row)
+                    if message.orchestrator and await self._run_busy(conn, message, now_us):
+                        continue
+                    if limit is not None and message.attempt >= limit:
+                        await conn.execute(
+                            f"INSERT INTO dead_letters ({MESSAGE_COLUMNS}) "
+                            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE message_id = %s",
+                            (message.message_id,),
+                        )
+                        await conn.execute(
+                            "DELETE FROM messages WHERE message_id = %s", (message.message_id,)
+                        )
+                        continue
+                    lease_id = w._ids.new_id("lease")
+                    expires = now + timedelta(seconds=lease)
+                    await conn.execute(
+                        "UPDATE messages SET attempt = attempt + 1, lease_id = %s, "
+                        "lease_expires_at = %s, due_at = %s WHERE message_id = %s",
+                        (lease_id, to_micros(expires), to_micros(expires), message.message_id),
+                    )
+                    return Delivery(
+                        message=attrs.evolve(message, attempt=message.attempt + 1),
+                        lease_id=lease_id,
+                        lease_expires_at=expires,
+                    )
+                if len(rows) < _CLAIM_BATCH:
+                    return None
+                after = (rows[-1][9], rows[-1][10])
+
+        return await w._transact(body)
+
+    async def _run_busy(self, conn: Conn, message: Message, now_us: int) -> bool:
+        """Whether another orchestrator delivery of the message's run holds a live lease."""
+        cur = await conn.execute(
+            "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))",
+            (f"durasim-orchestrator:{self._w.schema}:{message.run_id}",),
+        )
+        row = await cur.fetchone()
+        if row is None or not row[0]:
+            return True  # another claim is deciding for this run right now
+        # A new statement: its snapshot includes whatever the previous lock holder committed.
+        cur = await conn.execute(
+            "SELECT 1 FROM messages WHERE orchestrator AND run_id = %s "
+            "AND lease_expires_at > %s AND message_id <> %s LIMIT 1",
+            (message.run_id, now_us, message.message_id),
+        )
+        return await cur.fetchone() is not None
+
+    async def ack(self, delivery: Delivery) -> None:
+        async def body(conn: Conn) -> int:
+            cur = await conn.execute(
+                "DELETE FROM messages WHERE message_id = %s AND lease_id = %s",
+                (delivery.message_id, delivery.lease_id),
+            )
+            return cur.rowcount
+
+        if await self._w._transact(body, landed=self._settled(delivery)) != 1:
+            raise _lease_lost(delivery)
+
+    def _settled(self, delivery: Delivery) -> Any:
+        """Whether an ack or release whose COMMIT was cut off did commit."""
+
+        async def landed(conn: Conn) -> bool:
+            cur = await conn.execute(
+                "SELECT 1 FROM messages WHERE message_id = %s AND lease_id = %s",
+                (delivery.message_id, delivery.lease_id),
+            )
+            return await cur.fetchone() is None
+
+        return landed
+
+    async def release(self, delivery: Delivery, *, delay: float = 0.0) -> None:
+        delay = check_delay(delay)
+
+        async def body(conn: Conn) -> int:
+            available = to_micros(self._w._clock.now() + timedelta(seconds=delay))
+            cur = await conn.execute(
+                "UPDATE messages SET lease_id = NULL, lease_expires_at = NULL, "
+                "available_at = %s, due_at = %s WHERE message_id = %s AND lease_id = %s "
+                "RETURNING queue_name",
+                (available, available, delivery.message_id, delivery.lease_id),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                return 0
+            await self._notify(conn, row[0])
+            return 1
+
+        if await self._w._transact(body, landed=self._settled(delivery)) != 1:
+            raise _lease_lost(delivery)
+
+    async def extend(self, delivery: Delivery, *, lease_seconds: float) -> Delivery:
+        lease = check_delay(lease_seconds, what="lease_seconds")
+        expires = self._w._clock.now() + timedelta(seconds=lease)
+
+        async def body(conn: Conn) -> int:
+            cur = await conn.execute(
+                "UPDATE messages SET lease_expires_at = %s, due_at = %s "
+                "WHERE message_id = %s AND lease_id = %s",
+                (to_micros(expires), to_micros(expires), delivery.message_id, delivery.lease_id),
+            )
+            return cur.rowcount
+
+        if await self._w._transact(body) != 1:
+            raise _lease_lost(delivery)
+        return attrs.evolve(delivery, lease_expires_at=expires)
+
+    async def next_due(self, *, queue_prefix: str = "") -> datetime | None:
+        async def body(conn: Conn) -> Any:
+            cur = await conn.execute(
+                "SELECT min(due_at) FROM messages WHERE left(queue_name, %s) = %s",
+                (len(queue_prefix), queue_prefix),
+            )
+            row = await cur.fetchone()
+            return None if row is None else row[0]
+
+        due = await self._w._read(body)
+        return None if due is None else from_micros(due)
+
+    async def messages(self) -> tuple[Message, ...]:
+        async def body(conn: Conn) -> list[tuple[Any, ...]]:
+            cur = await conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages ORDER BY ord")
+            return await cur.fetchall()
+
+        return tuple(_message_from_row(r) for r in await self._w._read(body))
+
+    async def dead_letters(self) -> tuple[Message, ...]:
+        async def body(conn: Conn) -> list[tuple[Any, ...]]:
+            cur = await conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM dead_letters ORDER BY ord")
+            return await cur.fetchall()
+
+        return tuple(_message_from_row(r) for r in await self._w._read(body))
+
+    # -- waking idle workers (LISTEN/NOTIFY) ------------------------------------------
+
+    async def wait_for_work(self, max_seconds: float, *, queue_prefix: str = "") -> bool:
+        """Sleep until a message may be claimable, at most ``max_seconds``.
+
+        Returns at once if one is due now; else on a NOTIFY from an enqueue or
+        release in any process, when the earliest message falls due (by the
+        World's clock), or after ``timeout``.  ``True`` means "try a claim now";
+        ``False`` means the timeout passed.  A lost notification only delays the
+        wake-up to the next due time or the timeout: callers loop anyway.
+        """
+        timeout = max_seconds
+        wake = await self._listen()
+        wake.clear()
+        due = await self.next_due(queue_prefix=queue_prefix)
+        if due is not None:
+            until_due = (due - self._w._clock.now()).total_seconds()
+            if until_due <= 0:
+                return True
+            timeout = min(timeout, until_due)
+        try:
+            await asyncio.wait_for(wake.wait(), timeout=max(0.0, timeout))
+        except TimeoutError:
+            return due is not None and self._w._clock.now() >= due
+        return True
+
+    async def _listen(self) -> asyncio.Event:
+        if self._wake is not None and self._listen_task is not None:
+            return self._wake
+        conn = await self._w.connect()
+        await conn.execute(f"LISTEN {channel(self._w.schema)}")
+        self._listener = conn
+        self._wake = asyncio.Event()
+        self._listen_task = asyncio.get_running_loop().create_task(self._pump(conn, self._wake))
+        return self._wake
+
+    async def _pump(self, conn: Conn, wake: asyncio.Event) -> None:
+        try:
+            async for _ in conn.notifies():
+                wake.set()
+        except psycopg.OperationalError:
+            pass  # connection lost: the next wait_for_work listens again
+        finally:
+            wake.set()
+            if self._listener is conn:
+                self._listener = None
+                self._listen_task = None
+                self._wake = None
+
+    def _forget_listener(self) -> None:
+        """Drop a listener whose event loop has ended."""
+        if self._listener is not None and not self._listener.closed:
+            self._listener.pgconn.finish()
+        self._listener = None
+        self._listen_task = None
+        self._wake = None
+
+    async def _stop_listening(self) -> None:
+        task, conn = self._listen_task, self._listener
+        if task is None or conn is None:
+            return
+        if task.get_loop() is not asyncio.get_running_loop():
+            self._forget_listener()
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, psycopg.Error):
+            await task
+        with contextlib.suppress(psycopg.Error):
+            await conn.close()
+        self._forget_listener()
+
+
+class PostgresStreams(_Facet):
+    async def write(self, run_id: str, name: str, chunks: bytes | Sequence[bytes]) -> int:
+        batch = check_chunks(chunks)
+        check_stream_name(name)
+
+        async def body(conn: Conn) -> int:
+            await self._w._require_run(conn, run_id)
+            await conn.execute(
+                "INSERT INTO streams (run_id, name, closed, length) VALUES (%s, %s, false, 0) "
+                "ON CONFLICT (run_id, name) DO NOTHING",
+                (run_id, name),
+            )
+            cur = await conn.execute(
+                "SELECT closed, length FROM streams WHERE run_id = %s AND name = %s FOR UPDATE",
+                (run_id, name),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            closed, length = bool(row[0]), int(row[1])
+            if closed:
+                raise StreamClosed(
+                    f"stream {name!r} of run {run_id!r} is closed; open a new stream name",
+                    run_id=run_id,
+                )
+            async with conn.cursor() as many:
+                await many.executemany(
+                    "INSERT INTO chunks (run_id, name, idx, data) VALUES (%s, %s, %s, %s)",
+                    [(run_id, name, length + i, c) for i, c in enumerate(batch)],
+                )
+            await conn.execute(
+                "UPDATE streams SET length = %s WHERE run_id = %s AND name = %s",
+                (length + len(batch), run_id, name),
+            )
+            return length + len(batch) - 1
+
+        return await self._w._transact(body)
+
+    async def close(self, run_id: str, name: str) -> None:
+        check_stream_name(name)
+
+        async def body(conn: Conn) -> None:
+            await self._w._require_run(conn, run_id)
+            await conn.execute(
+                "INSERT INTO streams (run_id, name, closed, length) VALUES (%s, %s, true, 0) "
+                "ON CONFLICT (run_id, name) DO UPDATE SET closed = true",
+                (run_id, name),
+            )
+
+        await self._w._transact(body)
+
+    async def _state(self, conn: Conn, run_id: str, name: str) -> tuple[bool, int]:
+        check_stream_name(name)
+        await self._w._require_run(conn, run_id)
+        cur = await conn.execute(
+            "SELECT closed, length FROM streams WHERE run_id = %s AND name = %s", (run_id, name)
+        )
+        row = await cur.fetchone()
+        return (False, 0) if row is None else (bool(row[0]), int(row[1]))
+
+    async def read(self, run_id: str, name: str, *, start: int = 0, limit: int = 100) -> ChunkPage:
+        check_limit(limit)
+
+        async def body(conn: Conn) -> tuple[bool, int, int, list[tuple[Any, ...]]]:
+            closed, length = await self._state(conn, run_id, name)
+            first = clamp_start(start, length)
+            cur = await conn.execute(
+                "SELECT idx, data FROM chunks WHERE run_id = %s AND name = %s AND idx >= %s "
+                "AND idx < %s ORDER BY idx LIMIT %s",
+                (run_id, name, first, length, limit),
+            )
+            return closed, length, first, await cur.fetchall()
+
+        closed, length, first, rows = await self._w._read(body)
+        found = tuple(Chunk(index=r[0], data=bytes(r[1])) for r in rows)
+        return ChunkPage(
+            chunks=found,
+            next_index=first + len(found),
+            closed=closed,
+            has_more=first + len(found) < length,
+        )
+
+    async def info(self, run_id: str, name: str) -> StreamInfo:
+        async def body(conn: Conn) -> tuple[bool, int]:
+            return await self._state(conn, run_id, name)
+
+        closed, length = await self._w._read(body)
+        return StreamInfo(tail_index=length - 1, closed=closed)
+
+    async def list(self, run_id: str) -> tuple[str, ...]:
+        async def body(conn: Conn) -> list[tuple[Any, ...]]:
+            await self._w._require_run(conn, run_id)
+            cur = await conn.execute(
+                'SELECT name FROM streams WHERE run_id = %s ORDER BY name COLLATE "C"', (run_id,)
+            )
+            return await cur.fetchall()
+
+        return tuple(r[0] for r in await self._w._read(body))
