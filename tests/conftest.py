@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from _postgres_support import build_postgres, drop_schemas, require_postgres
 from hypothesis import HealthCheck, settings
 
 from durasim.worlds import CountingIds, FixedClock, MemoryWorld, World
@@ -33,7 +34,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 #: Builds a fresh World on the given clock: ``factory(clock) -> World``.
 WorldFactory = Callable[[FixedClock], World]
 
-WORLD_KINDS = ["memory", "sqlite"]
+WORLD_KINDS = ["memory", "sqlite", "postgres"]
 
 
 def make_factory(kind: str, directory: Path) -> WorldFactory:
@@ -43,6 +44,8 @@ def make_factory(kind: str, directory: Path) -> WorldFactory:
     def build(clock: FixedClock) -> World:
         if kind == "memory":
             return MemoryWorld(clock=clock, ids=CountingIds())
+        if kind == "postgres":
+            return build_postgres(clock)
         from durasim.worlds import SQLiteWorld
 
         return SQLiteWorld(directory / f"world-{next(counter)}.db", clock=clock, ids=CountingIds())
@@ -53,7 +56,16 @@ def make_factory(kind: str, directory: Path) -> WorldFactory:
 @pytest.fixture(params=WORLD_KINDS)
 def world_factory(request: pytest.FixtureRequest, tmp_path: Path) -> WorldFactory:
     """One factory per World kind; the contract tests run once against each."""
+    if request.param == "postgres":
+        require_postgres()  # skip (or fail under DURASIM_REQUIRE_PG=1) before the test
     return make_factory(request.param, tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _drop_postgres_schemas() -> Iterator[None]:
+    """Drop the PostgreSQL schemas a test created (a no-op for every other test)."""
+    yield
+    drop_schemas()
 
 
 @pytest.fixture
