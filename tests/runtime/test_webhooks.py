@@ -44,6 +44,12 @@ DEADLINE = 20.0
 ANNOUNCED: dict[str, str] = {}
 
 
+@pytest.fixture(autouse=True)
+def _forget_announcements() -> None:
+    """Run ids repeat across tests (counting ids): an earlier test's URL must not be read."""
+    ANNOUNCED.clear()
+
+
 async def wait_until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
     """Poll ``condition`` until it holds; fail after :data:`DEADLINE` seconds."""
     loop = asyncio.get_running_loop()

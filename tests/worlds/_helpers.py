@@ -25,6 +25,10 @@ def build_world(
     """A fresh World of ``kind`` with options the shared fixture does not pass."""
     if kind == "memory":
         return MemoryWorld(clock=clock, ids=CountingIds(), **options)
+    if kind == "postgres":
+        from _postgres_support import build_postgres
+
+        return build_postgres(clock, **options)
     from durasim.worlds import SQLiteWorld
 
     return SQLiteWorld(directory / f"{name}.db", clock=clock, ids=CountingIds(), **options)

@@ -203,9 +203,13 @@ async def test_released_orchestrator_delivery_frees_the_run(world: World) -> Non
 # --- dead letters ----------------------------------------------------------------------
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def kind(request: pytest.FixtureRequest) -> str:
     """The World kind, for tests that build a World with extra options."""
+    if request.param == "postgres":
+        from _postgres_support import require_postgres
+
+        require_postgres()
     return str(request.param)
 
 

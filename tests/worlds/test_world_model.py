@@ -7,8 +7,8 @@ invariant then compares everything observable (every run's log, entities,
 streams, the run listing and the queue) and runs the Worlds' self-checks.
 
 Ids come from small pools so that collisions, conflicts and refusals are common.
-The SQLite World runs with ``durability="process"``: the model compares
-behaviour, and skipping the fsync per commit keeps the CI budget.
+The SQLite and PostgreSQL Worlds run with ``durability="process"``: the model
+compares behaviour, and skipping the flush per commit keeps the CI budget.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ class WorldComparison(RuleBasedStateMachine):
         self.directory = Path(tempfile.mkdtemp(prefix="durasim-model-"))
         self.reference = MemoryWorld(clock=self.clock, ids=self._ids(), max_deliveries=2)
         options: dict[str, Any] = {"max_deliveries": 2}
-        if self.subject_kind == "sqlite":
+        if self.subject_kind in ("sqlite", "postgres"):
             options["durability"] = "process"
         self.subject = build_world(self.subject_kind, self.directory, self.clock, **options)
         self.deliveries: list[Delivery] = []
@@ -558,6 +558,12 @@ class SQLiteAgainstMemory(WorldComparison):
     subject_kind = "sqlite"
 
 
+class PostgresAgainstMemory(WorldComparison):
+    """The PostgreSQL World against the reference (skipped when no server is reachable)."""
+
+    subject_kind = "postgres"
+
+
 TestSQLiteAgainstMemory = SQLiteAgainstMemory.TestCase
 TestSQLiteAgainstMemory.settings = settings(stateful_step_count=40)
 # The memory-memory pairing was the scaffold before SQLite existed; a few examples
@@ -565,4 +571,9 @@ TestSQLiteAgainstMemory.settings = settings(stateful_step_count=40)
 TestMemoryAgainstMemory = MemoryAgainstMemory.TestCase
 TestMemoryAgainstMemory.settings = settings(
     stateful_step_count=40, max_examples=min(settings.default.max_examples, 50)
+)
+# Each example builds a schema and a pool: fewer examples, same depth.
+TestPostgresAgainstMemory = PostgresAgainstMemory.TestCase
+TestPostgresAgainstMemory.settings = settings(
+    stateful_step_count=40, max_examples=min(settings.default.max_examples, 30)
 )
