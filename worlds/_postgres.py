@@ -458,7 +458,8 @@ class PostgresWorld:
             self.dsn,
             min_size=1,
             max_size=self._pool_size,
-            kwargs={"autocommit": True},
+            # The application name lets an operator find (or end) this World's sessions.
+            kwargs={"autocommit": True, "application_name": f"durasim:{self.schema}"},
             configure=self._configure,
             open=False,
             name=f"durasim-{self.schema}",
