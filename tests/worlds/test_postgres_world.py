@@ -1,0 +1,191 @@
+"""PostgreSQL-only tests: several processes, migrations racing, lost connections.
+
+The contract and model tests already run on PostgreSQL through ``world_factory``;
+these pin what only a shared server can get wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from _postgres_support import new_schema, require_postgres
+
+from durasim.worlds import EventRequest, EventType, PostgresWorld, WorldError
+
+HERE = Path(__file__).parent
+req = EventRequest.of
+
+
+@pytest.fixture
+def dsn() -> str:
+    return require_postgres()
+
+
+def _children(mode: str, dsn: str, schema: str, count: int, *args: str) -> list[object]:
+    start = time.time() + 1.5  # every child connected and waiting by then
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "postgres_procs.py"), mode, dsn, schema, str(start), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(count)
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+async def test_processes_migrating_at_once_apply_each_version_once(dsn: str) -> None:
+    schema = new_schema()
+    assert _children("migrate", dsn, schema, 3) == ["ok"] * 3
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(f"SELECT version FROM {schema}.schema_migrations").fetchall()
+    assert rows == [(1,)]
+
+
+async def test_of_concurrent_in_band_writers_in_processes_exactly_one_wins(dsn: str) -> None:
+    schema = new_schema()
+    world = await PostgresWorld(dsn, schema=schema).open()
+    try:
+        await world.events.create("race", req("run_created", workflow_name="wf", input=b""))
+        await world.events.create("race", req("run_started"))
+        results = _children("writer", dsn, schema, 4, "race", "25")
+        won = [count for result in results for count in result]  # type: ignore[attr-defined]
+        assert len(won) == len(set(won)), "two writers won with the same count"
+        page = await world.events.list("race", limit=10_000)
+        assert page.snapshot.seq_in_band == 1 + len(won)
+        assert sorted(won) == list(range(1, 1 + len(won)))
+        world._check()
+    finally:
+        await world.close()
+
+
+async def test_claims_under_contention_never_hand_a_message_out_twice(dsn: str) -> None:
+    schema = new_schema()
+    world = await PostgresWorld(dsn, schema=schema).open()
+    try:
+        ids = [await world.queue.enqueue("work", str(i).encode()) for i in range(200)]
+        # Orchestrator messages of one run: never two leased at once.
+        for _ in range(3):
+            await world.queue.enqueue("work", b"o", run_id="r1", orchestrator=True)
+        results = _children("claimer", dsn, schema, 4)
+        claimed = [m for result in results for m in result]  # type: ignore[attr-defined]
+        assert len(claimed) == len(set(claimed)) == 203
+        assert set(ids) <= set(claimed)
+        assert await world.queue.messages() == ()
+    finally:
+        await world.close()
+
+
+async def test_orchestrator_messages_of_one_run_are_leased_one_at_a_time(dsn: str) -> None:
+    schema = new_schema()
+    worlds = [await PostgresWorld(dsn, schema=schema).open() for _ in range(4)]
+    try:
+        for _ in range(4):
+            await worlds[0].queue.enqueue("flow", b"o", run_id="r1", orchestrator=True)
+        deliveries = await asyncio.gather(*(w.queue.claim() for w in worlds))
+        assert sum(d is not None for d in deliveries) == 1
+    finally:
+        for w in worlds:
+            await w.close()
+
+
+def _terminate(dsn: str, schema: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (f"durasim:{schema}",),
+        ).fetchall()
+    return len(rows)
+
+
+async def test_writes_survive_killed_connections_and_none_lands_twice(dsn: str) -> None:
+    schema = new_schema()
+    world = await PostgresWorld(dsn, schema=schema, pool_size=4).open()
+    try:
+        await world.events.create("r", req("run_created", workflow_name="wf", input=b""))
+        await world.events.create("r", req("run_started"))
+        await world.events.create("r", req("hook_created", "h", token="tok-kill"))
+        stop = asyncio.Event()
+
+        async def killer() -> int:
+            killed = 0
+            for _ in range(30):  # often enough to cut writes mid-flight, rarely enough to progress
+                if stop.is_set():
+                    break
+                killed += await asyncio.to_thread(_terminate, dsn, schema)
+                await asyncio.sleep(0.03)
+            return killed
+
+        async def resume(i: int) -> int:
+            # No resume_id: a write applied twice would show as an extra event.
+            result = await world.events.create("r", req("hook_received", "h", payload=b"%d" % i))
+            assert result.event is not None
+            return result.event.seq
+
+        kill = asyncio.create_task(killer())
+        seqs = []
+        for batch in range(10):
+            seqs += await asyncio.gather(*(resume(batch * 8 + i) for i in range(8)))
+        stop.set()
+        assert await kill > 0, "no connection was killed: the test proved nothing"
+        page = await world.events.list("r", limit=10_000)
+        received = [e for e in page.events if e.type is EventType.HOOK_RECEIVED]
+        assert len(received) == 80
+        assert sorted(seqs) == [e.seq for e in received]
+        assert sorted(e.data["payload"] for e in received) == sorted(b"%d" % i for i in range(80))
+        world._check()
+    finally:
+        await world.close()
+
+
+async def test_an_unreachable_server_is_named_without_its_password() -> None:
+    world = PostgresWorld(
+        "postgresql://someone:secret@127.0.0.1:1/nowhere", schema="durasim_t_x", connect_timeout=2
+    )
+    with pytest.raises(WorldError) as caught:
+        await world.open()
+    message = str(caught.value)
+    assert "secret" not in message
+    assert "127.0.0.1" in message
+    assert "start the server" in message
+    await world.close()
+
+
+async def test_a_world_from_a_newer_durasim_is_refused(dsn: str) -> None:
+    schema = new_schema()
+    await (await PostgresWorld(dsn, schema=schema).open()).close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {schema}.schema_migrations VALUES (99, 'future')")
+    with pytest.raises(WorldError, match="newer than this durasim"):
+        await PostgresWorld(dsn, schema=schema).open()
+
+
+async def test_wait_for_work_wakes_on_an_enqueue_from_another_world(dsn: str) -> None:
+    schema = new_schema()
+    idle = await PostgresWorld(dsn, schema=schema).open()
+    other = await PostgresWorld(dsn, schema=schema).open()
+    try:
+        assert await idle.queue.wait_for_work(0.05) is False
+        waiting = asyncio.create_task(idle.queue.wait_for_work(10))
+        await asyncio.sleep(0.1)
+        started = time.monotonic()
+        await other.queue.enqueue("q", b"x")
+        assert await waiting is True
+        assert time.monotonic() - started < 1.0
+        assert await idle.queue.claim() is not None
+    finally:
+        await idle.close()
+        await other.close()
