@@ -480,8 +480,9 @@ def durasim_objects() -> Counter[str]:
     gc.collect()
     counts: Counter[str] = Counter()
     for obj in gc.get_objects():
-        module = type(obj).__module__ or ""
-        if module.startswith("durasim"):
+        module = type(obj).__module__
+        # Some C types answer __module__ with a descriptor, not a string.
+        if isinstance(module, str) and module.startswith("durasim"):
             counts[type(obj).__qualname__] += 1
     return counts
 
