@@ -1,0 +1,705 @@
+"""The World model machine: a World under test driven side by side with the reference.
+
+:class:`WorldModel` is a Hypothesis ``RuleBasedStateMachine``.  Each rule applies
+one operation to the World under test (the *subject*, built by a factory) and to
+the reference :class:`~durasim.worlds.MemoryWorld`, on one shared virtual clock,
+and asserts both answer alike: equal results, or errors of the same type with
+the same structured facts (never compared by message).  After every rule an
+invariant compares everything observable (every run's log and entities, hook
+tokens, the run listing, streams, the queue).
+
+Races are checked by linearizing them: several writers call the subject
+concurrently, and the reference replays the same calls one at a time in the
+order the subject committed them; any answer the reference would not give is a
+bug (two in-band writers holding one count both accepted, a lost refusal ...).
+
+:mod:`._model_run` runs it against a factory, with or without pytest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import attrs
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from durasim.worlds import (
+    Clock,
+    CountingIds,
+    Delivery,
+    EventRequest,
+    EventResult,
+    FixedClock,
+    IdSource,
+    MemoryWorld,
+    RunPage,
+    RunStatus,
+    World,
+    WorldError,
+)
+
+from . import _model_ops as ops
+from ._invariants import check_invariants
+
+__all__ = ["WorldFactory", "WorldModel", "WorldSetup"]
+
+_T = TypeVar("_T")
+
+#: Rules that send ``max_deliveries`` to the World expect this value.
+_MAX_DELIVERIES = 2
+
+
+@attrs.frozen(kw_only=True)
+class WorldSetup:
+    """What a factory builds a World under test from.
+
+    Attributes:
+        clock: the virtual clock the machine moves; the World MUST read every
+            time from it (``created_at``, lease expiry, due times, ``TooEarly``).
+        ids: the id source the World MUST mint run, message and lease ids from.
+        max_deliveries: the World option of the same name (the reference uses it too).
+        directory: an empty scratch directory for the World's files, removed
+            after the example.  A durable World (``capabilities.durable``) MUST
+            reopen what it stored there when the factory is called again with
+            the same setup: that is how the machine restarts it.
+    """
+
+    clock: Clock
+    ids: IdSource
+    max_deliveries: int
+    directory: Path
+
+
+#: Builds a World under test: ``factory(setup) -> World``.
+WorldFactory = Callable[[WorldSetup], World]
+
+
+def _create(
+    run_id: str | None, request: EventRequest, **options: Any
+) -> Callable[[World], Awaitable[EventResult]]:
+    """A call of ``events.create`` to apply to either World."""
+
+    def create(world: World) -> Awaitable[EventResult]:
+        return world.events.create(run_id, request, **options)
+
+    return create
+
+
+class WorldModel(RuleBasedStateMachine):
+    """Drive a World under test and the reference MemoryWorld with the same operations.
+
+    Subclass it and define :meth:`make_world`, or let :func:`world_model_for` or
+    :func:`run_world_model` do it.  Rules cover runs, events of every type,
+    in-band fencing with fresh, stale and missing counts, bump-and-report
+    ``seen_seq``, batches, hooks across runs (token conflicts, resume dedup),
+    waits, concurrent writers, queue claims and lease expiry, streams, malformed
+    input, and (for a World that declares ``durable``) restarts.  Features the
+    World does not declare in its capabilities are not exercised.
+    """
+
+    def make_world(self, setup: WorldSetup) -> World:
+        """Build the World under test (called again with the same setup to restart it)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no World under test: define make_world(setup), "
+            "or use world_model_for(factory) / run_world_model(factory)"
+        )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = FixedClock()
+        self.loop = asyncio.new_event_loop()
+        self.directory = Path(tempfile.mkdtemp(prefix="durasim-model-"))
+        self.reference = MemoryWorld(
+            clock=self.clock, ids=CountingIds(), max_deliveries=_MAX_DELIVERIES
+        )
+        self.setup = WorldSetup(
+            clock=self.clock,
+            ids=CountingIds(),
+            max_deliveries=_MAX_DELIVERIES,
+            directory=self.directory,
+        )
+        try:
+            self.subject = self.make_world(self.setup)
+        except BaseException:
+            self._release()
+            raise
+        self.name = type(self.subject).__name__
+        self.caps = self.subject.capabilities
+        self.deliveries: list[Delivery] = []
+        #: Whether a World was called since the last comparison of everything.
+        self.dirty = True
+
+    def _release(self) -> None:
+        self.loop.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def teardown(self) -> None:
+        """Close both Worlds, remove the scratch directory."""
+        try:
+            for world in (self.reference, self.subject):
+                self._run(world.close())
+        finally:
+            self._release()
+
+    # -- comparing answers -------------------------------------------------------------
+
+    def _run(self, call: Awaitable[_T]) -> _T:
+        async def wrap() -> _T:
+            return await call
+
+        return self.loop.run_until_complete(wrap())
+
+    def both(self, call: Callable[[World], Awaitable[Any]], what: str) -> Any:
+        """Apply ``call`` to both Worlds, assert identical answers, return the reference's.
+
+        Returns ``None`` when both refused.
+        """
+        self.dirty = True
+        expected = self._run(ops.outcome(call(self.reference)))
+        actual = self._run(ops.outcome(call(self.subject)))
+        if actual != expected:
+            self.differs(what, expected, actual)
+        return expected[1] if expected[0] == "ok" else None
+
+    def differs(self, what: str, expected: Any, actual: Any) -> NoReturn:
+        """Fail the example: the subject answered ``actual`` where the reference ``expected``.
+
+        Raised explicitly, not by ``assert``: the check must hold under ``python -O``.
+        """
+        raise AssertionError(
+            f"{self.name} differs from the reference on {what}:\n"
+            f"  reference: {expected!r}\n  {self.name}: {actual!r}"
+        )
+
+    @initialize(start_rb=st.booleans())
+    def seed_runs(self, start_rb: bool) -> None:
+        """Runs ``ra`` (running) and ``rb`` (pending or running)."""
+        created = EventRequest.of("run_created", workflow_name="wf", input=b"in")
+        for run_id in ("ra", "rb"):
+            self.both(_create(run_id, created), f"seed: create {run_id}")
+        for run_id in ("ra", "rb") if start_rb else ("ra",):
+            self.both(_create(run_id, EventRequest.of("run_started")), f"seed: start {run_id}")
+
+    # -- the log -----------------------------------------------------------------------
+
+    def _request(self, spec: ops.Spec) -> EventRequest:
+        type_, cid, data = spec
+        now = self.clock.now()
+        data = {k: now + v if isinstance(v, timedelta) else v for k, v in data.items()}
+        if not self.caps.hook_resume_dedup:
+            data.pop("resume_id", None)
+        return EventRequest.of(type_, cid, **data)
+
+    def _count(self, run_id: str, fence: str) -> int:
+        """The in-band count a ``fresh`` or ``stale`` writer holds."""
+        page = self.both(lambda w: w.events.list(run_id, limit=1), f"snapshot of {run_id}")
+        current: int = page.snapshot.seq_in_band if page is not None else 0
+        if fence == "stale":
+            current = current - 1 if current > 0 else current + 1
+        return current
+
+    def _fence(self, run_id: str, fence: str) -> dict[str, Any]:
+        if fence == "out" or not self.caps.in_band_fence:
+            return {}
+        if fence == "missing":
+            return {"in_band": True}
+        return {"in_band": True, "expected_seq_in_band": self._count(run_id, fence)}
+
+    @rule(
+        run_id=st.sampled_from([None, "ra", "rb"]),
+        name=st.sampled_from(["wf", "other"]),
+        attributes=st.sampled_from([None, {"a": "1"}]),
+    )
+    def create_run(self, run_id: str | None, name: str, attributes: dict[str, str] | None) -> None:
+        """``run_created`` with a given id (often taken) or a minted one."""
+        request = EventRequest.of(
+            "run_created", workflow_name=name, input=b"in", attributes=attributes
+        )
+        self.both(lambda w: w.events.create(run_id, request), "run_created")
+
+    def _write(self, run_id: str, spec: ops.Spec, fence: str, seen_seq: int | None) -> None:
+        request = self._request(spec)
+        kwargs = self._fence(run_id, fence)
+        self.both(
+            lambda w: w.events.create(run_id, request, seen_seq=seen_seq, **kwargs),
+            f"events.create({run_id!r}, {spec}, seen_seq={seen_seq}, {kwargs})",
+        )
+
+    # One rule per entity family (steps twice): rules are drawn uniformly, and
+    # deep lifecycles need many writes to the same few entities.
+
+    @rule(run_id=ops.targets, spec=ops.run_requests, fence=ops.fences, seen_seq=ops.seen)
+    def write_run(self, run_id: str, spec: ops.Spec, fence: str, seen_seq: int | None) -> None:
+        """A run event."""
+        self._write(run_id, spec, fence, seen_seq)
+
+    @rule(run_id=ops.targets, spec=ops.step_requests, fence=ops.fences, seen_seq=ops.seen)
+    def write_step(self, run_id: str, spec: ops.Spec, fence: str, seen_seq: int | None) -> None:
+        """A step event."""
+        self._write(run_id, spec, fence, seen_seq)
+
+    @rule(run_id=ops.targets, spec=ops.step_requests, fence=ops.fences, seen_seq=ops.seen)
+    def write_step_again(
+        self, run_id: str, spec: ops.Spec, fence: str, seen_seq: int | None
+    ) -> None:
+        """A step event (twice as likely: steps have the longest lifecycle)."""
+        self._write(run_id, spec, fence, seen_seq)
+
+    @rule(run_id=ops.targets, spec=ops.hook_requests, fence=ops.fences, seen_seq=ops.seen)
+    def write_hook(self, run_id: str, spec: ops.Spec, fence: str, seen_seq: int | None) -> None:
+        """A hook event."""
+        self._write(run_id, spec, fence, seen_seq)
+
+    @rule(run_id=ops.targets, spec=ops.wait_requests, fence=ops.fences, seen_seq=ops.seen)
+    def write_wait(self, run_id: str, spec: ops.Spec, fence: str, seen_seq: int | None) -> None:
+        """A wait event."""
+        self._write(run_id, spec, fence, seen_seq)
+
+    # Lifecycle drivers: the next legal event for one entity, read from the
+    # reference (the random rules above reach deep states only rarely).
+
+    @rule(
+        run_id=ops.targets,
+        step=st.sampled_from(ops.STEPS),
+        outcome=st.sampled_from(["step_completed", "step_failed", "step_retrying"]),
+        fence=st.sampled_from(["out", "out", "fresh", "stale"]),
+        hops=st.integers(1, 3),
+    )
+    def drive_step(self, *, run_id: str, step: str, outcome: str, fence: str, hops: int) -> None:
+        """Move one step along its lifecycle by up to ``hops`` events."""
+        for _ in range(hops):
+            current = self.both(lambda w: w.steps.get(run_id, step), "steps.get")
+            spec: ops.Spec
+            if current is None:
+                spec = ("step_created", step, {"step_name": "st", "input": b"i"})
+            elif current.status.value == "pending":
+                spec = ("step_started", step, {})
+            elif outcome == "step_completed":
+                spec = (outcome, step, {"result": b"r"})
+            elif outcome == "step_retrying":
+                spec = (outcome, step, {"error": b"e", "retry_after": timedelta(seconds=5)})
+            else:
+                spec = (outcome, step, {"error": b"e"})
+            self._write(run_id, spec, fence, None)
+
+    @rule(
+        run_id=ops.targets,
+        hook=st.sampled_from(ops.HOOKS),
+        token=st.sampled_from(ops.TOKENS),
+        resume_id=st.sampled_from([None, "x1", "x2"]),
+        dispose=st.sampled_from([False, False, True]),
+        hops=st.integers(1, 3),
+    )
+    def drive_hook(
+        self,
+        *,
+        run_id: str,
+        hook: str,
+        token: str,
+        resume_id: str | None,
+        dispose: bool,
+        hops: int,
+    ) -> None:
+        """Create a hook (tokens are shared across runs), resume it, maybe dispose it."""
+        for hop in range(hops):
+            current = self.both(lambda w: w.hooks.get(run_id, hook), "hooks.get")
+            spec: ops.Spec
+            if current is None:
+                spec = ("hook_created", hook, {"token": token})
+            elif dispose and hop == hops - 1:
+                spec = ("hook_disposed", hook, {})
+            else:
+                data: dict[str, Any] = {"payload": b"p"}
+                if resume_id:
+                    data["resume_id"] = resume_id
+                spec = ("hook_received", hook, data)
+            self._write(run_id, spec, "out", None)
+
+    @rule(
+        first=st.sampled_from(["ra", "rb"]),
+        second=st.sampled_from(["ra", "rb", "wrun_000001"]),
+        token=st.sampled_from(ops.TOKENS),
+        hook=st.sampled_from(ops.HOOKS),
+        between=st.sampled_from(["nothing", "nothing", "nothing", "dispose", "resume"]),
+    )
+    def contend_for_token(
+        self, *, first: str, second: str, token: str, hook: str, between: str
+    ) -> None:
+        """Two hooks ask for one token (in two runs, or two hooks of one run).
+
+        The second create is journaled as ``hook_conflict`` while the first
+        holds the token, and takes it once the first is disposed.
+        """
+        other = ops.HOOKS[1 - ops.HOOKS.index(hook)] if second == first else hook
+        self._write(first, ("hook_created", hook, {"token": token}), "out", None)
+        if between == "dispose":
+            self._write(first, ("hook_disposed", hook, {}), "out", None)
+        elif between == "resume":
+            self._write(first, ("hook_received", hook, {"payload": b"p"}), "out", None)
+        self._write(second, ("hook_created", other, {"token": token}), "out", None)
+        self.both(lambda w: w.hooks.get_by_token(token), "hooks.get_by_token")
+
+    @rule(run_id=ops.targets, wait=st.sampled_from(ops.WAITS), early=st.booleans(), due=ops.offsets)
+    def drive_wait(self, run_id: str, wait: str, early: bool, due: timedelta) -> None:
+        """Create a wait, or complete it (early, or when due)."""
+        current = self.both(lambda w: w.waits.get(run_id, wait), "waits.get")
+        spec: ops.Spec
+        if current is None:
+            spec = ("wait_created", wait, {"resume_at": due})
+        else:
+            spec = ("wait_completed", wait, {"early": early})
+        self._write(run_id, spec, "out", None)
+
+    @precondition(lambda self: self.caps.batch)
+    @rule(run_id=ops.targets, specs=ops.batches, fence=ops.fences, seen_seq=ops.seen)
+    def write_batch(
+        self, run_id: str, specs: list[ops.Spec], fence: str, seen_seq: int | None
+    ) -> None:
+        """``create_batch``: all or nothing, fenced once."""
+        batch = [self._request(s) for s in specs]
+        kwargs = self._fence(run_id, fence)
+        self.both(
+            lambda w: w.events.create_batch(run_id, batch, seen_seq=seen_seq, **kwargs),
+            f"events.create_batch({run_id!r}, {specs}, seen_seq={seen_seq}, {kwargs})",
+        )
+
+    @precondition(lambda self: self.caps.in_band_fence)
+    @rule(
+        run_id=ops.targets,
+        writers=st.lists(
+            st.tuples(ops.race_requests, st.sampled_from(["fresh", "fresh", "stale", "out"])),
+            min_size=2,
+            max_size=4,
+        ),
+    )
+    def race(self, run_id: str, writers: list[tuple[ops.Spec, str]]) -> None:
+        """Concurrent writers, in-band ones holding the same (or a stale) count.
+
+        The subject runs them concurrently; the race is then linearized on the
+        reference.  The writers that appended replay one by one in the subject's
+        commit order and must get the same answers.  Each of the others (refused,
+        or accepted without appending) must get its answer, facts included, at
+        some point of that order: it may have been decided before, between or
+        after the appends (dry runs on copies of the reference).
+        """
+        fresh = self._count(run_id, "fresh")
+        calls: list[Callable[[World], Awaitable[EventResult]]] = []
+        for spec, fence in writers:
+            request = self._request(spec)
+            kwargs: dict[str, Any] = {}
+            if fence != "out":
+                count = fresh if fence == "fresh" else self._count(run_id, "stale")
+                kwargs = {"in_band": True, "expected_seq_in_band": count}
+            calls.append(_create(run_id, request, **kwargs))
+
+        async def concurrently(world: World) -> list[Any]:
+            return await asyncio.gather(*(c(world) for c in calls), return_exceptions=True)
+
+        answers: list[tuple[Any, ...]] = []
+        self.dirty = True
+        for answer in self._run(concurrently(self.subject)):
+            if isinstance(answer, WorldError):
+                answers.append(("error", type(answer), answer.facts))
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                answers.append(("ok", answer))
+        appended = [i for i, a in enumerate(answers) if a[0] == "ok" and a[1].allocated]
+        appended.sort(key=lambda i: answers[i][1].event.seq)
+        floating = [i for i in range(len(answers)) if i not in appended]
+
+        def what(i: int) -> str:
+            return (
+                f"writer {i} of a race on {run_id!r} (in-band count {fresh}; writers {writers}; "
+                f"appended in the order {appended})"
+            )
+
+        points: list[MemoryWorld] = []
+        for i in appended:
+            if floating:
+                points.append(copy.deepcopy(self.reference))
+            expected = self._run(ops.outcome(calls[i](self.reference)))
+            if expected != answers[i]:
+                self.differs(what(i), expected, answers[i])
+        points.append(self.reference)
+        for i in floating:
+            # Latest point first: most refusals still hold at the end.
+            tried = [
+                self._run(ops.outcome(calls[i](copy.deepcopy(point)))) for point in reversed(points)
+            ]
+            if answers[i] not in tried:
+                self.differs(f"{what(i)}, at any point of the race", tried, answers[i])
+
+    @rule(call=st.sampled_from(ops.BAD_CALLS))
+    def bad_input(self, call: ops.BadCall) -> None:
+        """A malformed call: refused alike, nothing written."""
+        if call.needs is None or getattr(self.caps, call.needs):
+            self.both(call.call, f"malformed call {call!r}")
+
+    @rule(seconds=st.sampled_from([0.5, 1, 5, 10, 30]))
+    def advance(self, seconds: float) -> None:
+        """Move the shared clock."""
+        self.clock.advance(seconds)
+
+    @precondition(lambda self: self.caps.durable)
+    @rule()
+    def restart(self) -> None:
+        """Close the durable subject and reopen it from its directory: nothing is lost."""
+        self.dirty = True
+        self._run(self.subject.close())
+        self.subject = self.make_world(self.setup)
+
+    # -- reads that are not part of the invariant ---------------------------------------------
+
+    @rule(
+        run_id=ops.targets,
+        seq=st.integers(0, 8),
+        limit=st.integers(1, 4),
+        step=st.sampled_from(ops.STEPS),
+        hook=st.sampled_from(ops.HOOKS),
+        wait=st.sampled_from(ops.WAITS),
+        token=st.sampled_from(ops.TOKENS),
+        stream=st.sampled_from(ops.STREAMS),
+        start=st.integers(-3, 3),
+    )
+    def read(
+        self,
+        *,
+        run_id: str,
+        seq: int,
+        limit: int,
+        step: str,
+        hook: str,
+        wait: str,
+        token: str,
+        stream: str,
+        start: int,
+    ) -> None:
+        """Point reads and pages the invariant does not make."""
+        self.both(lambda w: w.events.get(run_id, seq), "events.get")
+        self.both(lambda w: w.events.list(run_id, after_seq=seq, limit=limit), "events.list")
+        self.both(lambda w: w.steps.get(run_id, step), "steps.get")
+        self.both(lambda w: w.hooks.get(run_id, hook), "hooks.get")
+        self.both(lambda w: w.waits.get(run_id, wait), "waits.get")
+        self.both(lambda w: w.hooks.get_by_token(token), "hooks.get_by_token")
+        if self.caps.streams:
+            self.both(
+                lambda w: w.streams.read(run_id, stream, start=start, limit=limit), "streams.read"
+            )
+            self.both(lambda w: w.streams.info(run_id, stream), "streams.info")
+
+    @rule(
+        name=st.sampled_from([None, "wf", "other"]),
+        status=st.sampled_from([None, RunStatus.RUNNING, [RunStatus.PENDING, RunStatus.FAILED]]),
+        limit=st.integers(1, 3),
+    )
+    def page_runs(self, name: str | None, status: Any, limit: int) -> None:
+        """Page through ``runs.list`` with filters."""
+        cursor = None
+        for _ in range(6):
+
+            def list_runs(w: World, c: str | None = cursor) -> Awaitable[RunPage]:
+                return w.runs.list(workflow_name=name, status=status, limit=limit, cursor=c)
+
+            page = self.both(list_runs, f"runs.list(cursor={cursor!r})")
+            if page is None or page.cursor is None:
+                return
+            cursor = page.cursor
+
+    # -- the queue -----------------------------------------------------------------------
+
+    @precondition(lambda self: self.caps.queue)
+    @rule(
+        queue=st.sampled_from(ops.QUEUES),
+        payload=ops.blobs,
+        run_id=st.sampled_from([None, "ra", "rb"]),
+        orchestrator=st.booleans(),
+        key=st.sampled_from([None, None, "k1", "k2"]),
+        delay=st.sampled_from([0, 0, 5]),
+    )
+    def enqueue(
+        self,
+        *,
+        queue: str,
+        payload: bytes,
+        run_id: str | None,
+        orchestrator: bool,
+        key: str | None,
+        delay: float,
+    ) -> None:
+        """Enqueue (idempotency keys, delays, orchestrator messages)."""
+        self.both(
+            lambda w: w.queue.enqueue(
+                queue,
+                payload,
+                run_id=run_id,
+                orchestrator=orchestrator and run_id is not None,
+                idempotency_key=key,
+                delay=delay,
+            ),
+            "queue.enqueue",
+        )
+
+    @precondition(lambda self: self.caps.queue)
+    @rule(prefix=st.sampled_from(["", "flow/", "step/"]), lease=st.sampled_from([5, 30]))
+    def claim(self, prefix: str, lease: float) -> None:
+        """Claim the next due message."""
+        delivery = self.both(
+            lambda w: w.queue.claim(queue_prefix=prefix, lease_seconds=lease), "queue.claim"
+        )
+        if delivery is not None:
+            self.deliveries.append(delivery)
+
+    @precondition(lambda self: self.caps.queue)
+    @rule(
+        queue=st.sampled_from(ops.QUEUES),
+        run_id=st.sampled_from([None, "ra", "rb"]),
+        key=st.sampled_from([None, "k1", "k2"]),
+        then=st.sampled_from(["ack", "release", "release5", "expire", "keep"]),
+    )
+    def drive_queue(self, queue: str, run_id: str | None, key: str | None, then: str) -> None:
+        """Enqueue, claim what is due, then settle it (or let its lease run out)."""
+        self.both(
+            lambda w: w.queue.enqueue(
+                queue, b"m", run_id=run_id, orchestrator=run_id is not None, idempotency_key=key
+            ),
+            "queue.enqueue",
+        )
+        delivery = self.both(lambda w: w.queue.claim(lease_seconds=5), "queue.claim")
+        if delivery is None:
+            return
+        self.deliveries.append(delivery)
+        if then == "ack":
+            self.both(lambda w: w.queue.ack(delivery), "queue.ack")
+        elif then.startswith("release"):
+            delay = 5 if then == "release5" else 0
+            self.both(lambda w: w.queue.release(delivery, delay=delay), "queue.release")
+        elif then == "expire":
+            self.clock.advance(5)
+
+    @precondition(lambda self: self.caps.queue)
+    @rule(
+        lease=st.sampled_from([5, 30]),
+        slack=st.sampled_from([-1, 0, 1]),
+        then=st.sampled_from(["ack", "release", "extend"]),
+    )
+    def lease_expiry(self, lease: float, slack: float, then: str) -> None:
+        """Claim, let the lease run out (or almost), claim again, settle the first claim.
+
+        A second claim may take the message only once the lease has expired (the
+        same message id, one more attempt, or the dead letters); the first
+        claim's settlement then fails with ``LeaseLost``.
+        """
+        first = self.both(
+            lambda w: w.queue.claim(queue_prefix="step/", lease_seconds=lease), "queue.claim"
+        )
+        if first is None:
+            self.both(lambda w: w.queue.enqueue("step/x", b"l"), "queue.enqueue")
+            first = self.both(
+                lambda w: w.queue.claim(queue_prefix="step/", lease_seconds=lease), "queue.claim"
+            )
+            if first is None:
+                return
+        self.deliveries.append(first)
+        self.clock.advance(lease + slack)
+        second = self.both(
+            lambda w: w.queue.claim(queue_prefix="step/", lease_seconds=lease), "queue.claim"
+        )
+        if second is not None:
+            self.deliveries.append(second)
+        if then == "ack":
+            self.both(lambda w: w.queue.ack(first), "queue.ack of an expired lease")
+        elif then == "release":
+            self.both(lambda w: w.queue.release(first), "queue.release of an expired lease")
+        else:
+            renewed = self.both(
+                lambda w: w.queue.extend(first, lease_seconds=lease), "queue.extend"
+            )
+            if renewed is not None:
+                self.deliveries.append(renewed)
+
+    @precondition(lambda self: self.caps.queue and self.deliveries)
+    @rule(index=st.integers(0, 7), action=st.sampled_from(["ack", "release", "release5", "extend"]))
+    def settle(self, index: int, action: str) -> None:
+        """Ack, release or extend a delivery claimed earlier (its lease may be gone)."""
+        delivery = self.deliveries[index % len(self.deliveries)]
+        if action == "ack":
+            self.both(lambda w: w.queue.ack(delivery), "queue.ack")
+        elif action == "extend":
+            renewed = self.both(lambda w: w.queue.extend(delivery, lease_seconds=10), "extend")
+            if renewed is not None:
+                self.deliveries.append(renewed)
+        else:
+            delay = 5 if action == "release5" else 0
+            self.both(lambda w: w.queue.release(delivery, delay=delay), "queue.release")
+
+    # -- streams ---------------------------------------------------------------------------
+
+    @precondition(lambda self: self.caps.streams)
+    @rule(
+        run_id=ops.targets,
+        name=st.sampled_from(ops.STREAMS),
+        chunks=ops.blobs | st.lists(ops.blobs, max_size=3),
+        close=st.booleans(),
+    )
+    def stream_write(self, run_id: str, name: str, chunks: Any, close: bool) -> None:
+        """Write chunks, maybe close the stream."""
+        self.both(lambda w: w.streams.write(run_id, name, chunks), "streams.write")
+        if close:
+            self.both(lambda w: w.streams.close(run_id, name), "streams.close")
+
+    # -- everything observable ---------------------------------------------------------------
+
+    @invariant()
+    def same_observable_state(self) -> None:
+        """Every log, entity, token holder, run page, stream and queued message agree.
+
+        Also runs both Worlds' self-checks (``_check()``, when the subject has
+        one).  Skipped after a rule that called neither World (moving the clock
+        changes nothing a read returns), which keeps shrinking cheap: Hypothesis
+        pads a shortened example with such steps.
+        """
+        if not self.dirty:
+            return
+        expected = self._run(ops.observe(self.reference, self.caps))
+        actual = self._run(ops.observe(self.subject, self.caps))
+        for key, value in expected.items():
+            if actual.get(key) != value:
+                self.differs(key, value, actual.get(key))
+        if actual.keys() != expected.keys():
+            self.differs("what there is to read", sorted(expected), sorted(actual))
+        self.reference._check()
+        # Cheap at these sizes (measured: within the noise of a 200-example
+        # run), so after every comparison rather than every few.
+        self.check_invariants_of_subject()
+        check = getattr(self.subject, "_check", None)
+        if check is not None:
+            try:
+                check()
+            except AssertionError as exc:
+                raise AssertionError(
+                    f"{self.name}._check() failed: {exc or 'an internal invariant is broken'}"
+                ) from exc
+        self.dirty = False
+
+    def check_invariants_of_subject(self) -> None:
+        """:func:`~durasim.checkers.check_invariants` over the subject: every rule holds."""
+        report = self._run(check_invariants(self.subject))
+        if not report.ok:
+            raise AssertionError(
+                f"check_invariants found violations in {self.name}:\n{report.render()}"
+            )
