@@ -6,7 +6,8 @@ the reference :class:`~durasim.worlds.MemoryWorld`, on one shared virtual clock,
 and asserts both answer alike: equal results, or errors of the same type with
 the same structured facts (never compared by message).  After every rule an
 invariant compares everything observable (every run's log and entities, hook
-tokens, the run listing, streams, the queue).
+tokens, the run listing, streams, the queue) and runs ``check_invariants`` on
+the subject.  docs/checkers.md, "World model", is the user's guide.
 
 Races are checked by linearizing them: several writers call the subject
 concurrently, and the reference replays the same calls one at a time in the
