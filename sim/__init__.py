@@ -7,7 +7,15 @@ RNG, or a caller-provided choice sequence.  Scripts hold writers at chosen
 points, inject faults, and read a byte-stable trace.  See docs/simulator.md.
 """
 
-from ._choices import ChoiceSource, FifoChoices, SeededChoices, SequenceChoices, as_choice_source
+from ._choices import (
+    CHOICE_KINDS,
+    ChoiceSource,
+    FifoChoices,
+    LabeledChoiceSource,
+    SeededChoices,
+    SequenceChoices,
+    as_choice_source,
+)
 from ._clock import SimClock
 from ._errors import (
     AlreadyPassedError,
@@ -28,6 +36,7 @@ from ._trace import Trace, TraceEntry
 from ._world import SimWorld
 
 __all__ = [
+    "CHOICE_KINDS",
     "FAULT_KINDS",
     "AlreadyPassedError",
     "BudgetExceeded",
@@ -39,6 +48,7 @@ __all__ = [
     "HoldNeverReached",
     "IdleReport",
     "InjectedFault",
+    "LabeledChoiceSource",
     "Match",
     "Point",
     "Rejection",

@@ -10,12 +10,14 @@ Hypothesis ``data.draw`` wrapper) lets a search engine decide and shrink.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 __all__ = [
+    "CHOICE_KINDS",
     "ChoiceSource",
     "FifoChoices",
+    "LabeledChoiceSource",
     "SeededChoices",
     "SequenceChoices",
     "as_choice_source",
@@ -33,6 +35,31 @@ class ChoiceSource(Protocol):
     """
 
     def choose(self, n: int) -> int:
+        """An index in ``range(n)``."""
+        ...
+
+
+#: What a choice is about, as :class:`LabeledChoiceSource` is told: which task
+#: goes next, whether a fault is injected here (``choose(fault_odds)``), which
+#: fault kind, and how many seconds a delayed message waits (minus one).
+CHOICE_KINDS = ("schedule", "fault", "fault-kind", "delay")
+
+
+@runtime_checkable
+class LabeledChoiceSource(ChoiceSource, Protocol):
+    """A choice source that is also told what each choice is about.
+
+    Contract: when a source has ``choose_labeled``, the scheduler calls it in
+    place of ``choose`` for every choice, with ``what`` one of
+    :data:`CHOICE_KINDS` and ``labels`` naming the options where they have
+    names (``schedule``: each candidate's writer label such as ``orch d3`` or
+    ``msg msg_000004``, which can repeat; ``fault-kind``: the kinds).  The
+    answers alone replay the execution: feeding them back in order through
+    :class:`SequenceChoices` gives the same trace.  Schedulers that need task
+    identities (priority schedulers such as PCT) implement this.
+    """
+
+    def choose_labeled(self, n: int, what: str, labels: Sequence[str]) -> int:
         """An index in ``range(n)``."""
         ...
 

@@ -148,6 +148,9 @@ class Scheduler:
         self.auto_deliver = True
         #: Every choice made: (number of candidates, index chosen).
         self.choice_log: list[tuple[int, int]] = []
+        #: Every fault the choice source injected, by kind, in order.
+        self.injected: list[str] = []
+        self._labeled = getattr(choices, "choose_labeled", None)
         self.history: list[Point] = []
         self.rejections: list[Rejection] = []
         self.deliveries: dict[int, DeliveryRecord] = {}
@@ -403,7 +406,8 @@ class Scheduler:
         if self.halted is None:
             candidates = self._candidates()
             if candidates:
-                index = self._choose(len(candidates))
+                labels = [_label(c) for c in candidates] if self._labeled is not None else ()
+                index = self._choose(len(candidates), "schedule", labels)
                 self._act(candidates[index])
                 return
             due = self._next_due(timer)
@@ -425,10 +429,10 @@ class Scheduler:
             return
         raise SimDeadlock("tasks of the simulation would not end while it closed")
 
-    def _choose(self, n: int) -> int:
+    def _choose(self, n: int, what: str, labels: Sequence[str] = ()) -> int:
         if n == 1:
             return 0
-        index = self.choices.choose(n)
+        index = self._ask(n, what, labels)
         if not 0 <= index < n:
             raise ValueError(f"choice source answered {index} to choose({n})")
         self.choice_log.append((n, index))
@@ -451,12 +455,20 @@ class Scheduler:
     def _loop_seconds(self, micros: int) -> float:
         return self.clock.seconds() + (micros - self.clock.micros) / 1_000_000
 
+    def _ask(self, n: int, what: str, labels: Sequence[str] = ()) -> int:
+        # A source with ``choose_labeled`` is told what the choice is about
+        # (see LabeledChoiceSource); its answers replay through plain choose().
+        if self._labeled is not None:
+            return int(self._labeled(n, what, tuple(labels)))
+        return self.choices.choose(n)
+
     def _act(self, candidate: Parked | QueueSlot) -> None:
-        if self.faults_left > 0 and self.choices.choose(self.fault_odds) == self.fault_odds - 1:
+        if self.faults_left > 0 and self._ask(self.fault_odds, "fault") == self.fault_odds - 1:
             kinds = self._applicable(candidate)
             if kinds:
-                kind = kinds[self._choose(len(kinds))]
+                kind = kinds[self._choose(len(kinds), "fault-kind", kinds)]
                 self.faults_left -= 1
+                self.injected.append(kind)
                 if self._inject(kind, candidate):
                     return
         if isinstance(candidate, Parked):
@@ -484,7 +496,7 @@ class Scheduler:
                 self.trace.add("fault", f"dropped {message.message_id} ({message.run_id})")
                 return True
             if kind == "delay":
-                seconds = float(1 + self._choose(60))
+                seconds = float(1 + self._choose(60, "delay"))
                 self.queue.delay(message.message_id, seconds)
                 self.trace.add("fault", f"delayed {message.message_id} by {seconds:g} s")
                 return True
@@ -622,6 +634,7 @@ class Scheduler:
                     limits=self.limits,
                     attempt=attempt,
                     divergences=int(body.get("divergences", 0)),
+                    min_seq=int(body.get("seq", 0)),
                 )
                 status = report.status
                 if report.status == "unavailable":
@@ -693,6 +706,13 @@ class Scheduler:
         for parked in list(self._parked.values()):
             self.resume(parked)
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _label(candidate: Parked | QueueSlot) -> str:
+    """A candidate's stable name for labeled choice sources: its writer, or its message."""
+    if isinstance(candidate, Parked):
+        return candidate.point.writer.label
+    return f"msg {candidate.message.message_id}"
 
 
 def _resolve(future: asyncio.Future[Any] | None, value: Any) -> None:

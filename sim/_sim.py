@@ -549,6 +549,11 @@ class Sim:
         return list(self._core.choice_log)
 
     @property
+    def faults_injected(self) -> list[str]:
+        """The kinds of the faults the choice source injected, in order."""
+        return list(self._core.injected)
+
+    @property
     def deliveries(self) -> int:
         """Deliveries started so far."""
         return len(self._core.deliveries)
