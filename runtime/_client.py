@@ -132,17 +132,18 @@ class Run:
         """Complete every open durable sleep now; returns how many were woken."""
         world = self._world
         open_waits = [w for w in await world.waits.list(self.run_id) if w.status == "waiting"]
-        woken = 0
+        woken = last = 0
         for wait in open_waits:
             try:
-                await world.events.create(
+                written = await world.events.create(
                     self.run_id, EventRequest.of("wait_completed", wait.wait_id, early=True)
                 )
                 woken += 1
+                last = written.event.seq if written.event is not None else last
             except EntityConflict:
                 continue  # completed meanwhile
         if woken:
-            await enqueue_wake(world, self.run_id)
+            await enqueue_wake(world, self.run_id, seq=last)
         return woken
 
 

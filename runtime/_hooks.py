@@ -213,5 +213,5 @@ async def resume_hook(
         ) from exc
     assert written.event is not None
     key = f"hook:{hook.run_id}:{written.event.seq}"
-    await enqueue_wake(world, hook.run_id, key=key)
+    await enqueue_wake(world, hook.run_id, key=key, seq=written.event.seq)
     return written.event

@@ -294,12 +294,19 @@ async def deliver(
     limits: Limits | None = None,
     attempt: int = 1,
     divergences: int = 0,
+    min_seq: int = 0,
 ) -> DeliveryReport:
-    """Run one orchestrator delivery for ``run_id`` (see the module docstring)."""
+    """Run one orchestrator delivery for ``run_id`` (see the module docstring).
+
+    ``min_seq``: the position the message's sender wrote (a hook payload, a
+    queued step's outcome); if the log read ends before it, the World served a
+    stale prefix, and the delivery gives the message back (``unavailable``)
+    instead of suspending without having seen what it was woken for.
+    """
     limits = limits or Limits()
     report = DeliveryReport(run_id=run_id, divergences=divergences)
     try:
-        await _deliver(world, run_id, limits, report, attempt=attempt)
+        await _deliver(world, run_id, limits, report, attempt=attempt, min_seq=min_seq)
     except _Superseded as exc:
         log.info("run %s: this delivery was superseded (%s); stopping", run_id, exc)
         report.status = "superseded"
@@ -328,6 +335,7 @@ async def _deliver(
     report: DeliveryReport,
     *,
     attempt: int,
+    min_seq: int = 0,
 ) -> None:
     if (await world.runs.get(run_id)).status.terminal:
         # Ended (a redelivery, a wake-up queued before the end, a cancel): the
@@ -349,6 +357,18 @@ async def _deliver(
         return
     if _terminal(events) is not None:
         report.status = "finished"
+        return
+    if len(events) < min_seq:
+        log.info(
+            "run %s: the log read ends at #%d, before #%d this delivery was woken for (a stale "
+            "read); giving the message back",
+            run_id,
+            len(events),
+            min_seq,
+        )
+        if kept is not None:
+            _keep(world, run_id, kept)  # still valid: it covers a prefix of what was read
+        report.status = "unavailable"
         return
     writer = _Writer(world, run_id, events, seq_in_band)
     run = await world.runs.get(run_id)

@@ -82,10 +82,11 @@ async def run_queued_step(world: World, payload: bytes, *, sync_in_thread: bool)
         finally:
             STEP_WORLD.reset(token)
     try:
-        await world.events.create(run_id, outcome.request)
+        recorded = await world.events.create(run_id, outcome.request)
     except (EntityConflict, RunExpired):
         return None
-    await enqueue_wake(world, run_id, key=f"step-done:{run_id}:{correlation_id}:{attempt}")
+    seq = recorded.event.seq if recorded.event is not None else 0
+    await enqueue_wake(world, run_id, key=f"step-done:{run_id}:{correlation_id}:{attempt}", seq=seq)
     if outcome.retrying:
         retry_after: datetime = outcome.request.data["retry_after"]
         return max(0.0, (retry_after - world.clock.now()).total_seconds())

@@ -14,9 +14,17 @@ STEP_QUEUE = "durasim.step"
 QUEUE_PREFIX = "durasim."
 
 
-def wake_message(run_id: str, *, divergences: int = 0) -> bytes:
-    """The payload of an orchestrator message."""
-    return json.dumps({"run": run_id, "divergences": divergences}, sort_keys=True).encode()
+def wake_message(run_id: str, *, divergences: int = 0, seq: int = 0) -> bytes:
+    """The payload of an orchestrator message.
+
+    ``seq`` (when > 0) is the position of the event this wake-up is for: the
+    delivery must read the log at least that far, or give the message back
+    (a World may serve a stale, shorter prefix: protocol.md §8).
+    """
+    body: dict[str, object] = {"run": run_id, "divergences": divergences}
+    if seq:
+        body["seq"] = seq
+    return json.dumps(body, sort_keys=True).encode()
 
 
 async def enqueue_wake(
@@ -26,11 +34,15 @@ async def enqueue_wake(
     key: str | None = None,
     delay: float = 0.0,
     divergences: int = 0,
+    seq: int = 0,
 ) -> None:
-    """Queue a delivery of ``run_id`` (deduplicated by ``key`` while it is pending)."""
+    """Queue a delivery of ``run_id`` (deduplicated by ``key`` while it is pending).
+
+    ``seq``: the position of the event that needs the delivery (see :func:`wake_message`).
+    """
     await world.queue.enqueue(
         ORCHESTRATOR_QUEUE,
-        wake_message(run_id, divergences=divergences),
+        wake_message(run_id, divergences=divergences, seq=seq),
         run_id=run_id,
         orchestrator=True,
         idempotency_key=key,

@@ -144,6 +144,7 @@ class Worker:
             payload = json.loads(delivery.payload)
             run_id = str(payload["run"])
             divergences = int(payload.get("divergences", 0))
+            min_seq = int(payload.get("seq", 0))
         except (ValueError, KeyError, TypeError):
             log.error("dropping malformed message %s: %r", delivery.message_id, delivery.payload)
             await self.world.queue.ack(delivery)
@@ -156,6 +157,7 @@ class Worker:
                 limits=self.limits,
                 attempt=delivery.attempt,
                 divergences=divergences,
+                min_seq=min_seq,
             )
         except Exception as exc:
             # A World failure (or a bug) must not take the worker down: the message

@@ -116,8 +116,10 @@ def test_a_deferred_hook_delivery_after_a_cancel_is_refused() -> None:
 def test_a_withheld_event_truncates_the_next_read() -> None:
     """A stale read hides the hook payload from the delivery its own wake-up started.
 
-    Finding: that delivery sees nothing new, suspends and acks the wake-up, so the
-    run waits until something else wakes it (here: a second payload).
+    Regression (found by this simulator): that delivery used to see nothing new,
+    suspend and ack the wake-up, so the run stalled with its payload committed.
+    The wake-up now names the position it is for; a read that ends before it
+    gives the message back, and the redelivery sees the payload.
     """
 
     async def script(sim: Sim) -> Any:
@@ -125,16 +127,15 @@ def test_a_withheld_event_truncates_the_next_read() -> None:
         await sim.run_until_idle()
         sim.withhold_next_event(reads=1, run_id=run.run_id)
         await sim.deliver_hook("stale", "first")
-        stalled = await sim.run_until_idle()
-        await sim.deliver_hook("stale", "second")
-        await sim.run_until_idle()
-        return stalled.status, (await sim.outcome(run.run_id)).value
+        idle = await sim.run_until_idle()
+        return idle.status, (await sim.outcome(run.run_id)).value
 
     sim = Sim()
     status, value = sim.run_sync(script)
-    assert status == "stalled"
-    assert value == ["charged 1", "first"]  # the log decides: the first payload wins
+    assert status == "idle"
+    assert value == ["charged 1", "first"]
     assert "stale read by orch d2: wrun_000001 #7 withheld (1 event(s) hidden)" in sim.trace_text
+    assert "d2 ended: unavailable" in sim.trace_text  # given back, not acked
 
 
 @pytest.mark.parametrize("seed", range(12))
