@@ -18,6 +18,7 @@ import pytest
 from _postgres_support import build_postgres, drop_schemas, require_postgres
 from hypothesis import HealthCheck, settings
 
+from durasim.checkers import WorldSetup
 from durasim.worlds import CountingIds, FixedClock, MemoryWorld, World
 
 settings.register_profile("dev", max_examples=50, deadline=None)
@@ -59,6 +60,32 @@ def world_factory(request: pytest.FixtureRequest, tmp_path: Path) -> WorldFactor
     if request.param == "postgres":
         require_postgres()  # skip (or fail under DURASIM_REQUIRE_PG=1) before the test
     return make_factory(request.param, tmp_path)
+
+
+def _setup_factory(kind: str) -> Callable[[WorldSetup], World]:
+    """``factory(setup) -> World`` of ``kind``: the form the conformance suite takes."""
+
+    def build(setup: WorldSetup) -> World:
+        options = {"max_deliveries": setup.max_deliveries}
+        if kind == "memory":
+            return MemoryWorld(clock=setup.clock, ids=setup.ids, **options)
+        if kind == "postgres":
+            return build_postgres(setup.clock, **options)  # type: ignore[arg-type]
+        from durasim.worlds import SQLiteWorld
+
+        return SQLiteWorld(
+            setup.directory / "world.db", clock=setup.clock, ids=setup.ids, **options
+        )
+
+    return build
+
+
+@pytest.fixture(params=WORLD_KINDS)
+def durasim_world_factory(request: pytest.FixtureRequest) -> Callable[[WorldSetup], World]:
+    """The shipped contract tests (durasim.scenarios.conformance) on every World kind."""
+    if request.param == "postgres":
+        require_postgres()
+    return _setup_factory(request.param)
 
 
 @pytest.fixture(autouse=True)
