@@ -4,34 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from durasim.worlds import (
-    CountingIds,
     EventRequest,
-    FixedClock,
-    MemoryWorld,
     Run,
     World,
 )
 
 req = EventRequest.of
-
-
-def build_world(
-    kind: str, directory: Path, clock: FixedClock, *, name: str = "w", **options: Any
-) -> World:
-    """A fresh World of ``kind`` with options the shared fixture does not pass."""
-    if kind == "memory":
-        return MemoryWorld(clock=clock, ids=CountingIds(), **options)
-    if kind == "postgres":
-        from _postgres_support import build_postgres
-
-        return build_postgres(clock, **options)
-    from durasim.worlds import SQLiteWorld
-
-    return SQLiteWorld(directory / f"{name}.db", clock=clock, ids=CountingIds(), **options)
 
 
 async def new_run(
@@ -111,23 +92,31 @@ async def all_events(world: World, run_id: str) -> tuple[Any, ...]:
 
 
 async def world_state(world: World) -> dict[str, Any]:
-    """Everything a caller can observe, to assert that a refusal wrote nothing."""
+    """Everything a caller can observe, to assert that a refusal wrote nothing.
+
+    The queue and streams are read only when the World declares them.
+    """
+    caps = world.capabilities
     runs = await all_runs(world)
     state: dict[str, Any] = {"runs": runs}
     for run in runs:
         rid = run.run_id
-        streams = await world.streams.list(rid)
         state[rid] = (
             await world.events.list(rid),
             await all_events(world, rid),
             await world.steps.list(rid),
             await world.hooks.list(rid),
             await world.waits.list(rid),
-            streams,
-            [await world.streams.read(rid, name, limit=10_000) for name in streams],
         )
-    state["messages"] = await world.queue.messages()
-    state["dead"] = await world.queue.dead_letters()
+        if caps.streams:
+            streams = await world.streams.list(rid)
+            state[rid] += (
+                streams,
+                [await world.streams.read(rid, name, limit=10_000) for name in streams],
+            )
+    if caps.queue:
+        state["messages"] = await world.queue.messages()
+        state["dead"] = await world.queue.dead_letters()
     return state
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from _helpers import all_events, assert_refused, new_hook, new_running_run, new_step, req
 
 from durasim.worlds import (
     EntityConflict,
@@ -15,6 +14,9 @@ from durasim.worlds import (
     StepStatus,
     World,
 )
+
+from ._fixtures import clock, make_world, world  # noqa: F401 -- fixtures
+from ._helpers import all_events, assert_refused, new_hook, new_running_run, new_step, req
 
 
 async def test_batch_takes_consecutive_positions(world: World, clock: FixedClock) -> None:

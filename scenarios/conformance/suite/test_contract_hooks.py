@@ -5,15 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from _helpers import (
-    all_events,
-    assert_refused,
-    end_run,
-    new_hook,
-    new_running_run,
-    req,
-    world_state,
-)
 
 from durasim.worlds import (
     EntityConflict,
@@ -23,6 +14,17 @@ from durasim.worlds import (
     HookNotFound,
     HookStatus,
     World,
+)
+
+from ._fixtures import clock, make_world, world  # noqa: F401 -- fixtures
+from ._helpers import (
+    all_events,
+    assert_refused,
+    end_run,
+    new_hook,
+    new_running_run,
+    req,
+    world_state,
 )
 
 ENDINGS = ["completed", "failed", "cancelled"]
@@ -84,7 +86,7 @@ async def test_hook_refusals(world: World) -> None:
         lambda: world.events.create(run_id, req("hook_created", "h1", token="other")),
     )
     for request in (req("hook_received", "nope", payload=b""), req("hook_disposed", "nope")):
-        await assert_refused(world, HookNotFound, lambda r=request: world.events.create(run_id, r))
+        await assert_refused(world, HookNotFound, lambda r=request: world.events.create(run_id, r))  # type: ignore[misc]
     await world.events.create(run_id, req("hook_disposed", "h1"))
     await assert_refused(
         world,

@@ -5,17 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from _helpers import (
-    all_events,
-    assert_refused,
-    end_run,
-    new_run,
-    new_running_run,
-    new_step,
-    new_wait,
-    req,
-    world_state,
-)
 
 from durasim.worlds import (
     EntityConflict,
@@ -29,6 +18,19 @@ from durasim.worlds import (
     WaitNotFound,
     WaitStatus,
     World,
+)
+
+from ._fixtures import clock, make_world, world  # noqa: F401 -- fixtures
+from ._helpers import (
+    all_events,
+    assert_refused,
+    end_run,
+    new_run,
+    new_running_run,
+    new_step,
+    new_wait,
+    req,
+    world_state,
 )
 
 ENDINGS = ["completed", "failed", "cancelled"]
@@ -103,7 +105,9 @@ async def test_pending_run_cannot_finish(world: World, kind: str) -> None:
     run_id = await new_run(world)
     data = {"output": b""} if kind == "run_completed" else {"error": b""}
     await assert_refused(
-        world, EntityConflict, lambda: world.events.create(run_id, req(kind, **data))
+        world,
+        EntityConflict,
+        lambda: world.events.create(run_id, req(kind, **data)),  # type: ignore[arg-type]
     )
 
 
@@ -139,7 +143,9 @@ async def test_terminal_to_terminal_is_refused(world: World, ending: str, kind: 
     run_id = await new_running_run(world)
     await end_run(world, run_id, ending)
     await assert_refused(
-        world, EntityConflict, lambda: world.events.create(run_id, req(kind, **data))
+        world,
+        EntityConflict,
+        lambda: world.events.create(run_id, req(kind, **data)),  # type: ignore[arg-type]
     )
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from _helpers import assert_refused, end_run, new_hook, new_run, new_running_run, new_step, req
-
 from durasim.worlds import (
     EntityConflict,
     EventRequest,
@@ -17,6 +15,9 @@ from durasim.worlds import (
     StepNotFound,
     World,
 )
+
+from ._fixtures import clock, make_world, world  # noqa: F401 -- fixtures
+from ._helpers import assert_refused, end_run, new_hook, new_run, new_running_run, new_step, req
 
 
 def _bad_shape() -> EventRequest:

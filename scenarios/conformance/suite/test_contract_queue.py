@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from _helpers import assert_refused, build_world
 
 from durasim.worlds import Delivery, FixedClock, InvalidRequest, LeaseLost, World
+
+from ._fixtures import MakeWorld, clock, make_world, world  # noqa: F401 -- fixtures
+from ._helpers import assert_refused
 
 
 async def claim(world: World, **kwargs: object) -> Delivery:
@@ -203,20 +204,8 @@ async def test_released_orchestrator_delivery_frees_the_run(world: World) -> Non
 # --- dead letters ----------------------------------------------------------------------
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def kind(request: pytest.FixtureRequest) -> str:
-    """The World kind, for tests that build a World with extra options."""
-    if request.param == "postgres":
-        from _postgres_support import require_postgres
-
-        require_postgres()
-    return str(request.param)
-
-
-async def test_dead_letters_after_max_deliveries(
-    kind: str, tmp_path: Path, clock: FixedClock
-) -> None:
-    world = build_world(kind, tmp_path, clock, max_deliveries=2)
+async def test_dead_letters_after_max_deliveries(make_world: MakeWorld, clock: FixedClock) -> None:
+    world = make_world(clock, max_deliveries=2)
     try:
         message_id = await world.queue.enqueue("q", b"m", idempotency_key="k")
         keep = await world.queue.enqueue("q", b"keep", delay=100)
@@ -237,10 +226,8 @@ async def test_dead_letters_after_max_deliveries(
         await world.close()
 
 
-async def test_acked_message_never_dead_letters(
-    kind: str, tmp_path: Path, clock: FixedClock
-) -> None:
-    world = build_world(kind, tmp_path, clock, max_deliveries=1)
+async def test_acked_message_never_dead_letters(make_world: MakeWorld, clock: FixedClock) -> None:
+    world = make_world(clock, max_deliveries=1)
     try:
         await world.queue.enqueue("q", b"m")
         await world.queue.ack(await claim(world))
@@ -251,9 +238,9 @@ async def test_acked_message_never_dead_letters(
 
 
 async def test_dead_letter_skips_to_the_next_due_message(
-    kind: str, tmp_path: Path, clock: FixedClock
+    make_world: MakeWorld, clock: FixedClock
 ) -> None:
-    world = build_world(kind, tmp_path, clock, max_deliveries=1)
+    world = make_world(clock, max_deliveries=1)
     try:
         doomed = await world.queue.enqueue("q", b"a")
         await claim(world, lease_seconds=1)

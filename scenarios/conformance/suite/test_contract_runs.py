@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from _helpers import all_runs, assert_refused, end_run, new_run, new_running_run
 
 from durasim.worlds import FixedClock, InvalidRequest, Run, RunStatus, World
+
+from ._fixtures import clock, make_world, world  # noqa: F401 -- fixtures
+from ._helpers import all_runs, assert_refused, end_run, new_run, new_running_run
 
 
 async def _population(world: World, clock: FixedClock) -> list[str]:
@@ -62,7 +64,7 @@ async def test_runs_list_filters(world: World, clock: FixedClock) -> None:
     assert both.runs
     assert (await world.runs.list(status=[])).runs == ()
     assert (await world.runs.list(workflow_name="nope")).runs == ()
-    assert (await world.runs.list(status="running")).runs == running.runs
+    assert (await world.runs.list(status="running")).runs == running.runs  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("limit", [1, 2, 4, 9, 10])
@@ -114,4 +116,4 @@ async def test_runs_list_bad_arguments(world: World, clock: FixedClock) -> None:
         {"cursor": "garbage"},
         {"cursor": ""},
     ):
-        await assert_refused(world, InvalidRequest, lambda kw=kwargs: world.runs.list(**kw))
+        await assert_refused(world, InvalidRequest, lambda kw=kwargs: world.runs.list(**kw))  # type: ignore[misc]

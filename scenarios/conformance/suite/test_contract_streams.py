@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from _helpers import assert_refused, new_run
 
 from durasim.worlds import (
     Chunk,
@@ -13,6 +12,9 @@ from durasim.worlds import (
     StreamInfo,
     World,
 )
+
+from ._fixtures import clock, make_world, world  # noqa: F401 -- fixtures
+from ._helpers import assert_refused, new_run
 
 
 async def test_write_one_and_many(world: World) -> None:
@@ -146,5 +148,7 @@ async def test_bad_read_arguments(world: World) -> None:
     run_id = await new_run(world)
     for kwargs in ({"limit": 0}, {"start": "0"}, {"start": 1.0}):
         await assert_refused(
-            world, InvalidRequest, lambda kw=kwargs: world.streams.read(run_id, "out", **kw)
+            world,
+            InvalidRequest,
+            lambda kw=kwargs: world.streams.read(run_id, "out", **kw),  # type: ignore[misc]
         )
