@@ -1,0 +1,296 @@
+"""The four layers of the conformance suite, each a function over one World factory.
+
+* contract: the shipped contract tests (docs/protocol.md), run by pytest in this
+  process with the factory as ``durasim_world_factory``;
+* world model: :func:`~durasim.checkers.run_world_model` against the reference;
+* book: every scenario of :data:`durasim.scenarios.book.BOOK` over the World;
+* explore: :func:`~durasim.scenarios.explore` of the example workflows over it.
+
+The book and exploration layers come from sibling packages; a layer whose
+package is absent reports so and counts as skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import tempfile
+import time
+import types
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+
+from durasim.checkers import WorldModelFailure, run_world_model
+
+from . import _plugin, suite
+from ._report import Finding, LayerReport
+from ._target import SetupFactory, StoreFactory
+from .examples import EXAMPLES
+
+__all__ = ["RUNTIME_NEEDS", "book_layer", "contract_layer", "explore_layer", "model_layer"]
+
+#: What the runtime (hence the book and exploration) needs of a World.
+RUNTIME_NEEDS = ("in_band_fence", "batch")
+
+_SKIP = re.compile(r"capability '(\w+)' not declared")
+
+
+def _first_lines(text: str, count: int = 12) -> str:
+    lines = text.strip().splitlines()
+    more = f"\n    ... ({len(lines) - count} more lines)" if len(lines) > count else ""
+    return "\n".join(lines[:count]) + more
+
+
+class _Provider:
+    """A pytest plugin object: hands out the factory and records every test's outcome."""
+
+    def __init__(self, factory: SetupFactory) -> None:
+        import pytest  # noqa: PLC0415 -- only the contract layer needs pytest
+
+        self.outcomes: dict[str, tuple[str, str]] = {}
+        self.order: list[str] = []
+
+        def durasim_world_factory() -> SetupFactory:
+            return factory
+
+        # A module holds the fixture: pytest parses fixtures of module plugins.
+        self.fixtures = types.ModuleType("durasim_conformance_factory")
+        self.fixtures.durasim_world_factory = pytest.fixture(durasim_world_factory)  # type: ignore[attr-defined]
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        nodeid: str = report.nodeid
+        if nodeid not in self.outcomes:
+            self.order.append(nodeid)
+        previous = self.outcomes.get(nodeid, ("passed", ""))
+        if report.failed:
+            self.outcomes[nodeid] = ("failed", str(report.longreprtext))
+        elif report.skipped and previous[0] != "failed":
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+            self.outcomes[nodeid] = ("skipped", str(reason))
+        elif nodeid not in self.outcomes or previous[0] == "passed":
+            self.outcomes[nodeid] = previous
+
+
+def contract_layer(factory: SetupFactory, *, only: str | None = None, rerun: str) -> LayerReport:
+    """Run the contract tests over ``factory``'s Worlds (pytest, in this process)."""
+    try:
+        import pytest  # noqa: PLC0415 -- only the contract layer needs pytest
+    except ImportError:  # pragma: no cover - pytest ships with the dev extra
+        return LayerReport(name="contract", note="pytest is not installed: pip install pytest")
+    started = time.perf_counter()
+    provider = _Provider(factory)
+    with tempfile.TemporaryDirectory(prefix="durasim-contract-") as scratch:
+        ini = Path(scratch) / "pytest.ini"
+        ini.write_text("[pytest]\n")
+        args = [
+            str(Path(suite.__file__).parent),
+            "-c",
+            str(ini),
+            "--rootdir",
+            scratch,
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:durasim",  # the entry point: the module is passed in below instead
+            "--basetemp",
+            str(Path(scratch) / "tmp"),
+            "--durasim-conformance",
+            "-k",
+            f"test_contract and ({only})" if only else "test_contract",
+            "-q",
+        ]
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            pytest.main(args, plugins=[_plugin, provider, provider.fixtures])
+    passed = 0
+    skipped: Counter[str] = Counter()
+    failed: list[Finding] = []
+    for nodeid in provider.order:
+        outcome, text = provider.outcomes[nodeid]
+        name = nodeid.rsplit("::", 1)[-1]
+        if outcome == "passed":
+            passed += 1
+        elif outcome == "skipped":
+            match = _SKIP.search(text)
+            skipped[f"capability {match.group(1)!r}" if match else text or "skipped"] += 1
+        else:
+            failed.append(
+                Finding(
+                    layer="contract",
+                    name=nodeid.split("/")[-1],
+                    message=_first_lines(_assertion(text)),
+                    reproduction=_first_lines(_test_source(text), 30),
+                    rerun=f"{rerun} --layers contract --only '{name.split('[')[0]}'",
+                )
+            )
+    return LayerReport(
+        name="contract",
+        passed=passed,
+        failed=tuple(failed),
+        skipped=tuple(sorted(skipped.items())),
+        seconds=time.perf_counter() - started,
+        note=f"{len(provider.order)} tests",
+    )
+
+
+def _assertion(text: str) -> str:
+    """The ``E ...`` lines of a pytest failure, without the prefix."""
+    errors = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+    return "\n".join(errors) or text.strip().splitlines()[-1]
+
+
+def _test_source(text: str) -> str:
+    """The failing test's body as pytest printed it (the first block of the report)."""
+    block: list[str] = []
+    for line in text.splitlines():
+        if line.startswith(("E ", "_ _ _")) or re.match(r"^\S+\.py:\d+", line):
+            break
+        block.append(line)
+    return "\n".join(block).strip("\n")
+
+
+def model_layer(factory: SetupFactory, *, examples: int, seed: int, rerun: str) -> LayerReport:
+    """The World model machine against the reference, ``examples`` runs."""
+    started = time.perf_counter()
+    settings = hypothesis.settings(database=None, print_blob=False)
+    try:
+        run_world_model(factory, max_examples=examples, seed=seed, settings=settings)
+    except WorldModelFailure as exc:
+        message = str(exc).split("\n\nreproduction", 1)[0]
+        steps: list[str] = list(getattr(exc, "steps", ()) or [])
+        finding = Finding(
+            layer="world model",
+            name="WorldModel",
+            message=_first_lines(message),
+            reproduction="\n".join(f"    {s}" for s in steps),
+            seed=str(seed),
+            rerun=f"{rerun} --layers model --seed {seed}",
+        )
+        return LayerReport(
+            name="world model", failed=(finding,), seconds=time.perf_counter() - started
+        )
+    return LayerReport(
+        name="world model",
+        passed=examples,
+        seconds=time.perf_counter() - started,
+        note=f"{examples} examples",
+    )
+
+
+def _missing(declared: tuple[str, ...], needs: tuple[str, ...] | frozenset[str]) -> list[str]:
+    return sorted(name for name in needs if name not in declared)
+
+
+def book_layer(
+    store: StoreFactory,
+    *,
+    declared: tuple[str, ...],
+    seed: int,
+    only: str | None = None,
+    rerun: str,
+) -> LayerReport:
+    """Every scenario of the book over the World."""
+    try:
+        from durasim.scenarios.book import BOOK, run_scenario  # noqa: PLC0415 -- optional
+    except ImportError:
+        return LayerReport(name="book", note="durasim.scenarios.book is not installed")
+    started = time.perf_counter()
+    passed = known = 0
+    skipped: Counter[str] = Counter()
+    failed: list[Finding] = []
+    for scenario in BOOK:
+        if only and only not in scenario.name:
+            continue
+        missing = _missing(declared, scenario.requires)
+        if missing:
+            skipped[f"capability {missing[0]!r}"] += 1
+            continue
+        result = run_scenario(scenario, store=store, seed=seed)
+        if result.skipped:
+            skipped[f"capability {result.skipped}"] += 1
+        elif scenario.known_red:
+            known += 1
+        elif result.ok:
+            passed += 1
+        else:
+            failed.append(
+                Finding(
+                    layer="book",
+                    name=scenario.name,
+                    message=_first_lines(result.detail),
+                    reproduction=_first_lines(scenario.doc, 8)
+                    + "\n--- trace ---\n"
+                    + _first_lines(result.trace, 40),
+                    seed=str(seed),
+                    rerun=f"{rerun} --layers book --only {scenario.name} --seed {seed}",
+                )
+            )
+    return LayerReport(
+        name="book",
+        passed=passed,
+        failed=tuple(failed),
+        skipped=tuple(sorted(skipped.items())),
+        known_red=known,
+        seconds=time.perf_counter() - started,
+        note=f"{len(BOOK)} scenarios",
+    )
+
+
+def explore_layer(
+    store: StoreFactory,
+    *,
+    declared: tuple[str, ...],
+    examples: int,
+    seed: int,
+    only: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> LayerReport:
+    """Explore each example workflow over the World under faults."""
+    try:
+        from durasim.scenarios._explore import explore  # noqa: PLC0415 -- optional
+    except ImportError:
+        return LayerReport(name="explore", note="durasim.scenarios explore() is not installed")
+    missing = _missing(declared, RUNTIME_NEEDS)
+    if missing:
+        return LayerReport(
+            name="explore",
+            skipped=((f"capability {missing[0]!r}", len(EXAMPLES)),),
+            note="the runtime needs " + " and ".join(RUNTIME_NEEDS),
+        )
+    started = time.perf_counter()
+    passed = 0
+    failed: list[Finding] = []
+    for workflow, args, hooks in EXAMPLES:
+        name = getattr(workflow, "__name__", str(workflow))
+        if only and only not in name:
+            continue
+        result = explore(
+            workflow, *args, world_factory=store, hooks=hooks, max_examples=examples, seed=seed
+        )
+        if progress is not None:
+            progress(f"explore {name}: {'ok' if result.ok else 'FAILED'}")
+        if result.failure is None:
+            passed += 1
+            continue
+        failure = result.failure
+        failed.append(
+            Finding(
+                layer="explore",
+                name=f"{name}{args!r}",
+                message=f"{failure.verdict}: {_first_lines(failure.detail, 6)}",
+                reproduction=_first_lines(failure.script, 40),
+                seed=failure.seed,
+                rerun=f"durasim reproduce {failure.seed}",
+            )
+        )
+    return LayerReport(
+        name="explore",
+        passed=passed,
+        failed=tuple(failed),
+        seconds=time.perf_counter() - started,
+        note=f"{len(EXAMPLES)} workflows x {examples} examples",
+    )

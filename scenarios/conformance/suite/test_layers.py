@@ -1,0 +1,98 @@
+"""The conformance layers beyond the contract tests, for ``pytest --durasim-conformance``.
+
+The World model machine against the reference, each scenario of the book, and
+an exploration of each example workflow, over the World ``durasim_world_factory``
+builds.  ``--durasim-examples`` and ``--durasim-seed`` size and seed the searches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from durasim.checkers import run_world_model
+
+from .._layers import RUNTIME_NEEDS
+from .._target import AnyFactory, setup_factory, store_factory
+from ..examples import EXAMPLES
+
+try:
+    from durasim.scenarios.book import BOOK
+except ImportError:  # the book is not installed: no scenario tests
+    BOOK = ()
+
+
+def _declared(factory: AnyFactory) -> Any:
+    import tempfile
+    from pathlib import Path
+
+    from durasim.checkers import WorldSetup
+    from durasim.worlds import CountingIds, FixedClock
+
+    with tempfile.TemporaryDirectory() as scratch:
+        setup = WorldSetup(
+            clock=FixedClock(), ids=CountingIds(), max_deliveries=2, directory=Path(scratch)
+        )
+        world = setup_factory(factory)(setup)
+        caps = world.capabilities
+        import asyncio
+
+        asyncio.run(world.close())
+    return caps
+
+
+def _require(factory: AnyFactory, needs: Any) -> None:
+    caps = _declared(factory)
+    for name in sorted(needs):
+        if not getattr(caps, name):
+            pytest.skip(f"capability {name!r} not declared by the World (Capabilities.{name})")
+
+
+def test_world_model(durasim_world_factory: AnyFactory, pytestconfig: pytest.Config) -> None:
+    run_world_model(
+        setup_factory(durasim_world_factory),
+        max_examples=pytestconfig.getoption("durasim_examples"),
+        seed=pytestconfig.getoption("durasim_seed"),
+    )
+
+
+@pytest.mark.parametrize("scenario", BOOK, ids=lambda s: str(s.name))
+def test_book(
+    durasim_world_factory: AnyFactory, scenario: Any, pytestconfig: pytest.Config
+) -> None:
+    from durasim.scenarios.book import run_scenario
+
+    _require(durasim_world_factory, scenario.requires)
+    if scenario.known_red:
+        pytest.xfail(f"known red: {scenario.known_red}")
+    result = run_scenario(
+        scenario,
+        store=store_factory(durasim_world_factory),
+        seed=pytestconfig.getoption("durasim_seed"),
+    )
+    assert result.ok, f"{result.detail}\n--- trace ---\n{result.trace}"
+
+
+@pytest.mark.parametrize(
+    ("workflow", "args", "hooks"), EXAMPLES, ids=lambda v: getattr(v, "__name__", "")
+)
+def test_explore(
+    durasim_world_factory: AnyFactory,
+    workflow: Any,
+    args: tuple[Any, ...],
+    hooks: dict[str, Any],
+    pytestconfig: pytest.Config,
+) -> None:
+    from durasim.scenarios._explore import explore
+
+    _require(durasim_world_factory, RUNTIME_NEEDS)
+    result = explore(
+        workflow,
+        *args,
+        world_factory=store_factory(durasim_world_factory),
+        hooks=hooks,
+        max_examples=pytestconfig.getoption("durasim_examples"),
+        seed=pytestconfig.getoption("durasim_seed"),
+    )
+    assert result.failure is None, result.failure.render()
