@@ -1,0 +1,26 @@
+"""durasim.scenarios.book: scripted races, each pinning the log it must produce.
+
+:data:`BOOK` lists every :class:`Scenario`; :func:`run_scenario` runs one in a
+fresh simulation over any World factory (the conformance suite runs the whole
+book against third-party Worlds).  docs/scenario-book.md describes each one;
+:func:`render_book` writes that page.
+"""
+
+from . import _faults, _forks, _hooks, _lifecycle, _smoke  # noqa: F401  (register the chapters)
+from ._docs import render_book
+from ._model import Scenario, ScenarioFailed, ScenarioResult, Script, StoreFactory, run_scenario
+from ._registry import SCENARIOS, in_reading_order
+
+#: Every scenario of the book, chapter by chapter (smoke, hooks, forks, faults, lifecycle).
+BOOK: tuple[Scenario, ...] = in_reading_order(SCENARIOS)
+
+__all__ = [
+    "BOOK",
+    "Scenario",
+    "ScenarioFailed",
+    "ScenarioResult",
+    "Script",
+    "StoreFactory",
+    "render_book",
+    "run_scenario",
+]

@@ -1,0 +1,95 @@
+"""What scenario scripts assert with: short logs, expectations, the closing checks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from durasim.checkers import check_invariants, verify_replay
+from durasim.sim import Sim, step_short_name
+from durasim.worlds import Event, RunStatus
+
+from ._model import ScenarioFailed
+
+__all__ = ["events", "expect", "expect_log", "expect_order", "finish", "short_log"]
+
+
+def _short(event: Event) -> str:
+    cid = event.correlation_id
+    if cid is None:
+        return event.type.value
+    if cid.startswith("step//"):
+        cid = f"{step_short_name(cid)}#{cid.rsplit('#', 1)[-1]}"
+    return f"{event.type.value} {cid}"
+
+
+async def events(sim: Sim, run_id: str) -> list[Event]:
+    """The run's log, read from the store (not traced, not intercepted)."""
+    return list((await sim.snapshot()).events[run_id])
+
+
+async def short_log(sim: Sim, run_id: str) -> list[str]:
+    """The run's log as ``"type entity"`` lines (``step_completed charge#1``)."""
+    return [_short(e) for e in await events(sim, run_id)]
+
+
+def expect(condition: bool, message: str) -> None:
+    """Raise :class:`ScenarioFailed` with ``message`` unless ``condition``."""
+    if not condition:
+        raise ScenarioFailed(message)
+
+
+async def expect_log(sim: Sim, run_id: str, expected: Sequence[str]) -> list[str]:
+    """The run's short log must be ``expected``, line for line; it is returned."""
+    log = await short_log(sim, run_id)
+    if log != list(expected):
+        lines = "\n".join(f"  #{i} {line}" for i, line in enumerate(log, 1))
+        want = "\n".join(f"  #{i} {line}" for i, line in enumerate(expected, 1))
+        raise ScenarioFailed(f"run {run_id}: the log is\n{lines}\nwhere the book expects\n{want}")
+    return log
+
+
+def expect_order(log: Sequence[str], *lines: str) -> None:
+    """``lines`` occur in ``log`` in this order (each the first match after the last)."""
+    at = -1
+    for line in lines:
+        try:
+            at = list(log).index(line, at + 1)
+        except ValueError:
+            raise ScenarioFailed(
+                f"{line!r} does not follow position #{at + 1} in the log: {list(log)}"
+            ) from None
+
+
+async def expect_outcome(
+    sim: Sim, run_id: str, status: str, value: Any = None, *, error: str | None = None
+) -> None:
+    """The run ended with ``status`` and ``value`` (or an error whose text has ``error``)."""
+    outcome = await sim.outcome(run_id)
+    expect(
+        outcome.status is RunStatus(status),
+        f"run {run_id} is {outcome.status.value}, expected {status}",
+    )
+    if error is not None:
+        expect(
+            outcome.error is not None and error in str(outcome.error),
+            f"run {run_id} raised {outcome.error!r}, expected an error with {error!r}",
+        )
+    elif status == "completed":
+        expect(
+            outcome.value == value, f"run {run_id} returned {outcome.value!r}, expected {value!r}"
+        )
+
+
+async def finish(sim: Sim, *run_ids: str) -> None:
+    """Every check every scenario ends with, on each run given.
+
+    ``check_invariants`` over the whole store (every run of it, so children and
+    bystanders count), then ``verify_replay`` of each run: a finished run's
+    cold replay must write its recorded end.
+    """
+    report = await check_invariants(sim.store)
+    expect(report.ok, report.render())
+    for run_id in run_ids:
+        verdict = await verify_replay(sim.store, run_id)
+        expect(verdict.ok, verdict.render())
