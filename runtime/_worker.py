@@ -101,10 +101,7 @@ class Worker:
                 return await run.result()
             except RunNotFinished:
                 pass
-            due = await self.world.queue.next_due(queue_prefix=QUEUE_PREFIX)
-            now = self.world.clock.now()
-            wait = poll if due is None else min(poll, max(0.0, (due - now).total_seconds()))
-            await asyncio.sleep(wait)
+            await self._idle(poll)
 
     async def serve(self, *, stop: asyncio.Event, poll: float = 1.0) -> None:
         """Serve until ``stop`` is set; in-flight deliveries finish first (graceful)."""
@@ -124,17 +121,40 @@ class Worker:
             )
             if delivery is None:
                 slots.release()
-                due = await self.world.queue.next_due(queue_prefix=QUEUE_PREFIX)
-                now = self.world.clock.now()
-                wait = poll if due is None else min(poll, max(0.0, (due - now).total_seconds()))
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=wait)
+                await self._idle(poll, stop=stop)
                 continue
             task = asyncio.ensure_future(one(delivery))
             running.add(task)
             task.add_done_callback(running.discard)
         if running:
             await asyncio.gather(*running, return_exceptions=True)
+
+    async def _idle(self, poll: float, *, stop: asyncio.Event | None = None) -> None:
+        """Wait for work: until the next due message, at most ``poll`` s, or ``stop``.
+
+        A World whose queue can notify (``queue.wait_for_work``, e.g. PostgreSQL's
+        LISTEN/NOTIFY) wakes the worker as soon as work is enqueued anywhere.
+        """
+        waiter = getattr(self.world.queue, "wait_for_work", None)
+        if waiter is not None:
+            sleep: asyncio.Future[Any] = asyncio.ensure_future(
+                waiter(poll, queue_prefix=QUEUE_PREFIX)
+            )
+        else:
+            due = await self.world.queue.next_due(queue_prefix=QUEUE_PREFIX)
+            now = self.world.clock.now()
+            wait = poll if due is None else min(poll, max(0.0, (due - now).total_seconds()))
+            sleep = asyncio.ensure_future(asyncio.sleep(wait))
+        if stop is None:
+            await sleep
+            return
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({sleep, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for future in (sleep, stopping):
+                future.cancel()
+            await asyncio.gather(sleep, stopping, return_exceptions=True)
 
     async def _handle(self, delivery: Delivery) -> DeliveryReport | None:
         if delivery.message.queue_name == STEP_QUEUE:

@@ -333,7 +333,11 @@ class PostgresQueue(_Facet):
         if self._wake is not None and self._listen_task is not None:
             return self._wake
         conn = await self._w.connect()
-        await conn.execute(f"LISTEN {channel(self._w.schema)}")
+        try:
+            await conn.execute(f"LISTEN {channel(self._w.schema)}")
+        except BaseException:  # cancelled (a worker stopping) or failed: do not leak it
+            await asyncio.shield(conn.close())
+            raise
         self._listener = conn
         self._wake = asyncio.Event()
         self._listen_task = asyncio.get_running_loop().create_task(self._pump(conn, self._wake))
@@ -351,6 +355,10 @@ class PostgresQueue(_Facet):
                 self._listener = None
                 self._listen_task = None
                 self._wake = None
+            # Cancelled with its loop (asyncio.run ending) or lost: nobody else
+            # holds this connection any more, so it is closed here.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(conn.close())
 
     def _forget_listener(self) -> None:
         """Drop a listener whose event loop has ended."""

@@ -189,3 +189,36 @@ async def test_wait_for_work_wakes_on_an_enqueue_from_another_world(dsn: str) ->
     finally:
         await idle.close()
         await other.close()
+
+
+async def test_an_idle_worker_wakes_on_new_work_without_waiting_for_its_poll(dsn: str) -> None:
+    """Worker.serve on PostgreSQL sleeps on LISTEN/NOTIFY, not on its poll interval."""
+    from durasim.runtime import Worker, start, step, workflow
+
+    @step(module="pgworker", name="echo")
+    def echo(x: int) -> int:
+        return x
+
+    @workflow(module="pgworker", name="one")
+    async def one(x: int) -> int:
+        return await echo(x)
+
+    schema = new_schema()
+    serving_world = await PostgresWorld(dsn, schema=schema).open()
+    client = await PostgresWorld(dsn, schema=schema).open()
+    stop = asyncio.Event()
+    worker = Worker(serving_world)
+    serving = asyncio.create_task(worker.serve(stop=stop, poll=60.0))
+    try:
+        await asyncio.sleep(0.2)  # the worker is idle, on a 60 s poll
+        began = time.monotonic()
+        run = await start(one, 7, world=client)
+        while not (await run.status()).terminal:
+            await asyncio.sleep(0.01)
+            assert time.monotonic() - began < 10, "the idle worker did not wake"
+        assert await run.result() == 7
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, timeout=10)
+        await serving_world.close()
+        await client.close()
