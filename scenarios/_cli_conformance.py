@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import sys
 import tempfile
 import time
+from typing import Any
 
 from durasim.scenarios.conformance import (
     LAYERS,
@@ -86,7 +88,8 @@ def cmd_demo(*, examples: int) -> int:
         return code
     print(f"\n== 2. explore: checkout(3) under faults, {examples} schedules")
     try:
-        from durasim.scenarios._explore import explore  # noqa: PLC0415 -- optional layer
+        # Imported by name: explore() ships separately and may be absent.
+        explore: Any = importlib.import_module("durasim.scenarios._explore").explore
     except ImportError:
         explored = True
         print("explore() is not installed: skipped")

@@ -13,6 +13,7 @@ package is absent reports so and counts as skipped.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import re
 import tempfile
@@ -251,7 +252,8 @@ def explore_layer(
 ) -> LayerReport:
     """Explore each example workflow over the World under faults."""
     try:
-        from durasim.scenarios._explore import explore  # noqa: PLC0415 -- optional
+        # Imported by name: explore() ships separately and may be absent.
+        explore: Any = importlib.import_module("durasim.scenarios._explore").explore
     except ImportError:
         return LayerReport(name="explore", note="durasim.scenarios explore() is not installed")
     missing = _missing(declared, RUNTIME_NEEDS)

@@ -7,6 +7,7 @@ builds.  ``--durasim-examples`` and ``--durasim-seed`` size and seed the searche
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pytest
@@ -84,7 +85,8 @@ def test_explore(
     hooks: dict[str, Any],
     pytestconfig: pytest.Config,
 ) -> None:
-    from durasim.scenarios._explore import explore
+    # Imported by name: explore() ships separately and may be absent.
+    explore: Any = importlib.import_module("durasim.scenarios._explore").explore
 
     _require(durasim_world_factory, RUNTIME_NEEDS)
     result = explore(
