@@ -310,6 +310,11 @@ async def deliver(
     except _Superseded as exc:
         log.info("run %s: this delivery was superseded (%s); stopping", run_id, exc)
         report.status = "superseded"
+        # Another delivery may own the run, or this one read a stale prefix and
+        # nobody does: a wake-up that must read the log at least as far as the
+        # refusal saw it makes sure the run goes on either way (deduplicated).
+        seen = int(getattr(exc.__cause__, "seq", 0) or 0)
+        await enqueue_wake(world, run_id, key=f"superseded:{run_id}:{seen}", delay=1.0, seq=seen)
     except ReplayDivergence as exc:
         # Met while feeding this delivery's own writes to the live replay.
         log.warning("%s", exc)
@@ -390,7 +395,6 @@ async def _deliver(
         return
     if not any(e.type is T.RUN_STARTED for e in events):
         await writer.write(EventRequest.of("run_started"))
-    await _complete_due_waits(world, writer)
     started = next(e for e in events if e.type is T.RUN_STARTED).created_at
     metadata = WorkflowMetadata(
         run_id=run_id, workflow_id=definition.workflow_id, started_at=started
@@ -500,6 +504,7 @@ async def _drive(  # noqa: PLR0917 -- one private call site
         return False
 
     written_before = writer.written
+    await _complete_due_waits(world, writer, replay)
     try:
         while True:
             if writer.ended:
@@ -587,6 +592,14 @@ async def _drive(  # noqa: PLR0917 -- one private call site
             task.cancel()
         if running:
             await asyncio.gather(*running, return_exceptions=True)
+    # A queued step not started yet may have lost its message (at-least-once
+    # queues lose none, but a crashed enqueue or an operator can): dispatch it
+    # again; the idempotency key makes this a no-op while the message exists.
+    await _dispatch(
+        world,
+        writer.run_id,
+        [s.correlation_id for s in replay.open_steps() if not s.inline and s.attempts == 0],
+    )
     report.wake_at = await _schedule_wake(world, writer, replay)
     report.status = "suspended"
     return "done"
@@ -813,22 +826,22 @@ def _request(command: StepCommand | WaitCommand, *, inline: bool = True) -> Even
     return EventRequest.of("wait_created", command.correlation_id, resume_at=command.resume_at)
 
 
-async def _complete_due_waits(world: World, writer: _Writer) -> None:
+async def _complete_due_waits(world: World, writer: _Writer, replay: Replay) -> None:
+    """Complete the due waits the workflow still awaits (the live replay says which).
+
+    A timer the workflow cancelled (a lost race, a timeout that no longer
+    matters) is left alone: completing it would add an event no replay at a
+    later time could reproduce.
+    """
     now = world.clock.now()
-    created: dict[str, datetime] = {}
-    for event in writer.events:
-        if event.type is T.WAIT_CREATED and event.correlation_id:
-            created[event.correlation_id] = event.data["resume_at"]
-        elif event.type is T.WAIT_COMPLETED and event.correlation_id:
-            created.pop(event.correlation_id, None)
-    for correlation_id, resume_at in sorted(created.items(), key=lambda kv: kv[1]):
-        if resume_at <= now:
-            await writer.write(EventRequest.of("wait_completed", correlation_id))
+    for wait in sorted(replay.open_waits(), key=lambda w: (w.resume_at, w.order)):
+        if wait.resume_at <= now and not wait.handle.cancelled() and not writer.stale:
+            await writer.write(EventRequest.of("wait_completed", wait.correlation_id))
 
 
 async def _schedule_wake(world: World, writer: _Writer, replay: Replay) -> datetime | None:
     """Queue the next delivery for the earliest due wait or step retry."""
-    times = [w.resume_at for w in replay.open_waits()]
+    times = [w.resume_at for w in replay.open_waits() if not w.handle.cancelled()]
     times += [s.retry_after for s in replay.open_steps() if s.retry_after is not None]
     if not times:
         return None

@@ -273,23 +273,15 @@ async def outcome_write_fails(sim: Sim) -> None:
 @scenario(
     "lost-step-dispatch",
     limits=Limits(sync_steps="inline", inline_steps=1, queue_steps=True),
-    known_red=(
-        "nothing dispatches a queued step again: d1 writes #5 step_created tally#2 "
-        "(inline=False) and #6 tally#3, enqueues both; msg_000002 (tally#2) is dropped; tally#3 "
-        "runs out of band (#8 step_started, #9 step_completed, oob) and wakes the run; d3 "
-        "replays, sees tally#2 created but never started, and suspends without re-enqueueing "
-        "it. The run waits forever ('step tally#2 pending: no delivery will finish it'). The "
-        "queue contract is at-least-once, so a lost message is outside it; a re-dispatch of "
-        "queued steps left unstarted (by a delivery that finds one, keyed so duplicates "
-        "collapse) would make the runtime survive a lossy queue"
-    ),
 )
 async def lost_step_dispatch(sim: Sim) -> None:
     """Three steps, one inline slot: two go through the queue, and one of those messages is lost.
 
     The queue drops the message of a queued step (accepted, never delivered).
-    The run must not wait for it forever: the step is dispatched again and
-    every step's outcome is recorded once. Log: tally#2 and #3 created
+    The run must not wait for it forever: a delivery that suspends with a
+    queued step never started dispatches it again (same idempotency key, so it
+    collapses while the first message lives), and every step's outcome is
+    recorded once. Found by this book: the run used to wait forever. Log: tally#2 and #3 created
     inline=False, each completed once, run_completed; value [0, 1, 4].
     """
     sim.auto_deliver = False

@@ -252,7 +252,9 @@ async def _payload_timer_and_step(sim: Sim, workflow: object, token: str, **kwar
     sim.advance_time(61)
     await sim.deliver_hook(token, "unread")
     sim.expire_lease(run.run_id, redeliver=False)  # the wake-ups may be delivered meanwhile
-    await sim.until(Match(event_type="wait_completed"))
+    # The successor has caught up (and completed the timer, if the workflow
+    # still awaits it) once it starts the step again.
+    await sim.until(Match(event_type="step_started"))
     body.release()
     await sim.run_until_idle()
     refused = [r.writer for r in (await sim.snapshot()).rejections if r.error == "InBandSuperseded"]
@@ -261,24 +263,19 @@ async def _payload_timer_and_step(sim: Sim, workflow: object, token: str, **kwar
     return run.run_id
 
 
-@scenario(
-    "timer-due-at-cold-replay",
-    known_red=(
-        "checkers.verify_replay starts its delivery at the end's time (t=61 s), when the "
-        "60 s timer the live run left pending is due; the runtime completes due waits when a "
-        "delivery loads the log, so the oracle writes #12 wait_completed sleep#1 before #13 "
-        "run_completed, where the live delivery (started at t=0) wrote run_completed at #12. "
-        "Same output, replay.log-differs: the oracle (or the runtime's settle-on-load of waits "
-        "nobody awaits any more) must change"
-    ),
-)
+@scenario("timer-due-at-cold-replay")
 async def timer_due_at_cold_replay(sim: Sim) -> None:
-    """A run ends while a timer it no longer awaits is due; its cold replay must write the same end.
+    """A run ends while a timer it never cancelled is due; its cold replay must write the same end.
 
     The step wins the race against a 60 s timer that the workflow leaves
-    pending; the step's outcome lands at t=61 s, after a payload. Log:
-    wait_created, hook_received, step_completed charge#1, branch#1 ("step"),
-    run_completed, and no wait_completed; verify_replay must agree.
+    pending; the step's outcome lands at t=61 s, after a payload, so the
+    delivery's run-ahead is refused (StaleView), the outcome is written alone
+    and the log replayed. The timer is still awaited and due: it is completed
+    after the step's outcome, which stays first in log order. Log:
+    wait_created, hook_received, step_completed charge#1, wait_completed
+    sleep#1, branch#1 ("step"), run_completed; verify_replay must agree (it
+    used to write a wait_completed the live run never wrote: the runtime now
+    settles due waits after catching up, only for timers still awaited).
     """
     run = await sim.start(wf.unclaimed_payload, "doc-34", 60.0, False)
     body = sim.step("charge")
@@ -288,8 +285,14 @@ async def timer_due_at_cold_replay(sim: Sim) -> None:
     body.release()
     await sim.run_until_idle()
     log = await short_log(sim, run.run_id)
-    expect_order(log, "hook_received hook#1", "step_completed charge#1", "run_completed")
-    expect("wait_completed sleep#1" not in log, f"log: {log}")
+    expect_order(
+        log,
+        "hook_received hook#1",
+        "step_completed charge#1",
+        "wait_completed sleep#1",
+        "step_created branch#1",
+        "run_completed",
+    )
     await expect_outcome(sim, run.run_id, "completed", ["step", "step"])
     await finish(sim, run.run_id)
 
@@ -322,19 +325,15 @@ async def unclaimed_payload_under_fork(sim: Sim) -> None:
 async def claimed_payload_under_fork(sim: Sim) -> None:
     """Control of unclaimed-payload-under-fork: a branch awaits the payload, and it is first.
 
-    The hook is now first in log order and wins. Log: hook_received,
-    wait_completed, step_completed charge#1 (attempt 2), branch#1 ("hook"),
-    run_completed.
+    The hook is now first in log order and wins; the workflow cancels the
+    timer, so the successor, which catches up before it settles due waits,
+    leaves it alone although it is due. Log: hook_received, step_completed
+    charge#1 (attempt 2), branch#1 ("hook"), run_completed, no wait_completed.
     """
     run_id = await _payload_timer_and_step(sim, wf.claimed_payload, "doc-33")
     log = await short_log(sim, run_id)
-    expect_order(
-        log,
-        "hook_received hook#1",
-        "wait_completed sleep#1",
-        "step_completed charge#1",
-        "step_created branch#1",
-    )
+    expect_order(log, "hook_received hook#1", "step_completed charge#1", "step_created branch#1")
+    expect("wait_completed sleep#1" not in log, f"a cancelled timer was completed: {log}")
     await expect_outcome(sim, run_id, "completed", ["hook", "hook"])
     await finish(sim, run_id)
 
@@ -393,21 +392,15 @@ async def sleep_replay_inherits_resume_at(sim: Sim) -> None:
 
 @scenario(
     "sleep-wait-created-unseen",
-    known_red=(
-        "the redelivery's stale first read misses #5-#6 (step_completed, wait_created); it "
-        "retries charge#1 and its in-band step_started is refused (InBandSuperseded, the log "
-        "is at 6); deliver() reports 'superseded' and the worker acks the message, as if "
-        "another orchestrator owned the run. None does, and the wait's wake-up was never "
-        "enqueued (d1 crashed right after the commit): the run is stranded, waiting for "
-        "wait sleep#1 forever. A refusal after a stale read is not proof of a live rival: "
-        "re-read and decide again, or give the message back (or enqueue a wake-up)"
-    ),
 )
 async def sleep_wait_created_unseen(sim: Sim) -> None:
     """A pass that cannot see its own wait_created: a crash after it, then a stale first read.
 
     The redelivery asks for the wait again; the World refuses the duplicate and
-    the runtime must recover to the recorded wait, not strand the run. Log:
+    the runtime must recover to the recorded wait, not strand the run. Found by
+    this book: the refused delivery acked its message as if a rival owned the
+    run; a superseded delivery now queues a wake-up that must read at least as
+    far as the refusal saw. Log:
     wait_created once, wait_completed at +1 h, charge#2, run_completed.
     """
     run = await sim.start(wf.long_sleep, 1 / 24)
