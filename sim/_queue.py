@@ -197,12 +197,31 @@ class SimQueue:
         return [s for s in due if not (s.message.orchestrator and s.message.run_id in busy)]
 
     def next_due_micros(self, *, queue_prefix: str = "") -> int | None:
-        """The earliest claimable time of any message (micros), ignoring the per-run rule."""
-        times = [
-            s.claimable_at()
-            for s in self._slots.values()
-            if s.message.queue_name.startswith(queue_prefix)
-        ]
+        """The earliest time (micros) a message becomes claimable, per-run rule included.
+
+        An orchestrator message of a run whose orchestrator lease is held is due
+        only once that lease expires (never, while it is live): a due time in
+        the past that the gate keeps closed would make the clock stand still.
+        """
+        now = self._clock.micros
+        gates: dict[str, int] = {}
+        for s in self._slots.values():
+            if s.message.orchestrator and s.message.run_id is not None and s.lease_id is not None:
+                if s.lease_live:
+                    opens = 2**63
+                elif s.lease_expires_at is not None and s.lease_expires_at > now:
+                    opens = s.lease_expires_at
+                else:
+                    continue
+                gates[s.message.run_id] = max(gates.get(s.message.run_id, 0), opens)
+        times = []
+        for s in self._slots.values():
+            if not s.message.queue_name.startswith(queue_prefix):
+                continue
+            at = s.claimable_at()
+            if s.message.orchestrator and s.lease_id is None and s.message.run_id in gates:
+                at = max(at, gates[s.message.run_id])
+            times.append(at)
         times = [t for t in times if t < 2**63]
         return min(times, default=None)
 

@@ -159,3 +159,17 @@ def test_faults_chosen_by_the_choice_source_keep_the_log_sound(seed: int) -> Non
         terminal = [t for t in _types(log) if t.startswith("run_") and t != "run_created"]
         assert terminal.count("run_completed") <= 1
         assert _types(log)[0] == "run_created"
+
+
+def test_a_message_gated_by_a_crashed_lease_lets_the_clock_move() -> None:
+    # Found by explore(): a duplicate delivery re-queues a wake message while
+    # the crashed delivery's lease still gates the run; the message was "due"
+    # but unclaimable, so the clock stood still and the wall budget ran out.
+    from durasim.sim import SequenceChoices
+
+    choices = [19] + [0] * 40 + [19]
+    sim = Sim(choices=SequenceChoices(choices), faults=("crash", "duplicate"), max_wall_seconds=5)
+    outcome = sim.run_sync(lambda s: s.run(simflows.chain, 10))
+    assert outcome.idle.status == "idle"
+    assert outcome.value == 45
+    assert "+30.000000s d3 deliver" in sim.trace_text  # after the crashed lease expired
