@@ -219,7 +219,7 @@ class SimQueue:
             if not s.message.queue_name.startswith(queue_prefix):
                 continue
             at = s.claimable_at()
-            if s.message.orchestrator and s.lease_id is None and s.message.run_id in gates:
+            if s.message.orchestrator and s.message.run_id in gates:  # its own lease too
                 at = max(at, gates[s.message.run_id])
             times.append(at)
         times = [t for t in times if t < 2**63]

@@ -173,3 +173,21 @@ def test_a_message_gated_by_a_crashed_lease_lets_the_clock_move() -> None:
     assert outcome.idle.status == "idle"
     assert outcome.value == 45
     assert "+30.000000s d3 deliver" in sim.trace_text  # after the crashed lease expired
+
+
+def test_two_leased_messages_of_one_run_let_the_clock_move() -> None:
+    # Found by explore(): a message whose lease has just expired is due now, but
+    # another message of its run still holds an orchestrator lease for 30 s.
+    from durasim.sim import SequenceChoices
+
+    choices = [18, 14, 3, 19, 1, 1, 1, 1, 1, 1, 1, 1, 4, 1, 8, 1, 1, 1, 9, 0, 15, 1, 13, 0, 16]
+    choices += [1, 5, 0, 2, 0, 5, 1, 14, 0, 16, 1, 15, 0, 9, 1, 12, 1, 3, 1, 13, 0, 7, 0, 18, 0]
+    choices += [15, 19, 0, 0, 0, 15, 19]
+    sim = Sim(
+        choices=SequenceChoices(choices),
+        faults=("crash", "expire_lease", "delay"),
+        max_wall_seconds=5,
+    )
+    outcome = sim.run_sync(lambda s: s.run(simflows.chain, 10))
+    assert outcome.idle.status == "idle"
+    assert outcome.value == 45
