@@ -35,7 +35,7 @@ from ._checks import (
     clamp_start,
 )
 from ._entities import Chunk, ChunkPage, Delivery, Message, StreamInfo
-from ._errors import InvalidRequest, LeaseLost, StreamClosed
+from ._errors import InvalidRequest, LeaseLost, StreamClosed, WorldError
 from ._events import check_stream_name
 from ._postgres_schema import channel
 from ._time import from_micros, to_micros
@@ -51,6 +51,8 @@ MESSAGE_COLUMNS = (
 )
 #: Candidates a claim locks per round trip.
 _CLAIM_BATCH = 4
+#: How long an idle worker waits before trying again when it cannot LISTEN.
+_RELISTEN_SECONDS = 0.5
 
 
 def _message_from_row(row: Sequence[Any]) -> Message:
@@ -312,10 +314,18 @@ class PostgresQueue(_Facet):
         release in any process, when the earliest message falls due (by the
         World's clock), or after ``timeout``.  ``True`` means "try a claim now";
         ``False`` means the timeout passed.  A lost notification only delays the
-        wake-up to the next due time or the timeout: callers loop anyway.
+        wake-up to the next due time or the timeout: callers loop anyway.  When
+        the server cannot be reached (a restart), it sleeps a moment and returns
+        ``True``: the caller's claim then retries until the server is back.
         """
         timeout = max_seconds
-        wake = await self._listen()
+        try:
+            wake = await self._listen()
+        except WorldError:
+            # The server is down (restarting?): poll instead of failing the worker.
+            # The caller's next claim retries until the server is back.
+            await asyncio.sleep(min(max_seconds, _RELISTEN_SECONDS))
+            return True
         wake.clear()
         due = await self.next_due(queue_prefix=queue_prefix)
         if due is not None:
