@@ -1,8 +1,9 @@
 """The ``durasim`` command.
 
 * ``durasim run MODULE:WORKFLOW [ARGS...]``: start a workflow on the embedded
-  SQLite World in ``.durasim/`` (or ``--world FILE``), serve it until it ends and
-  print its result (arguments are JSON where they parse, else strings);
+  SQLite World in ``.durasim/`` (or ``--world FILE``, or ``--world
+  postgresql://...?schema=NAME``), serve it until it ends and print its result
+  (arguments are JSON where they parse, else strings);
 * ``durasim worker [MODULE...]``: import the modules and serve the World until
   SIGTERM/SIGINT (graceful: in-flight deliveries finish);
 * ``durasim inspect runs | run ID | events ID [--json]``: what the World holds;
@@ -44,6 +45,10 @@ from ._cli_conformance import cmd_conformance, cmd_demo
 from ._cli_runs import cmd_cancel, cmd_check_log, cmd_inspect, cmd_run, cmd_worker
 
 __all__ = ["main"]
+
+WORLD_HELP = (
+    "a SQLite World file, or postgresql://user@host/db?schema=NAME (default: .durasim/world.db)"
+)
 
 
 def _render(event: Event) -> str:
@@ -172,16 +177,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     runp = sub.add_parser("run", help="run a workflow to its end and print its result")
     runp.add_argument("target", help="module:workflow or path/to/file.py:workflow")
     runp.add_argument("args", nargs="*", help="workflow arguments (JSON, else strings)")
-    runp.add_argument("--world", type=Path, default=None, help="SQLite World file")
+    runp.add_argument("--world", default=None, help=WORLD_HELP)
     runp.add_argument("--run-id", default=None, help="a run id (makes the start idempotent)")
     workerp = sub.add_parser("worker", help="serve a World until SIGTERM")
     workerp.add_argument("modules", nargs="*", help="modules that define the workflows")
-    workerp.add_argument("--world", type=Path, default=None, help="SQLite World file")
+    workerp.add_argument("--world", default=None, help=WORLD_HELP)
     workerp.add_argument("--concurrency", type=int, default=4, help="deliveries at once")
+    workerp.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=30.0,
+        help="a dead worker's runs move to another worker after this long",
+    )
     inspectp = sub.add_parser("inspect", help="show runs, one run, or one run's events")
     inspectp.add_argument("what", choices=["runs", "run", "events"])
     inspectp.add_argument("run_id", nargs="?", help="the run (for run and events)")
-    inspectp.add_argument("--world", type=Path, default=None, help="SQLite World file")
+    inspectp.add_argument("--world", default=None, help=WORLD_HELP)
     inspectp.add_argument("--json", action="store_true", help="machine-readable output")
     checkp = sub.add_parser(
         "check-log", help="check exported logs (inspect events ID --json) against every invariant"
@@ -190,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cancelp = sub.add_parser("cancel", help="cancel a pending or running run (and its children)")
     cancelp.add_argument("run_id", help="the run to cancel")
     cancelp.add_argument("--reason", default=None, help="why (recorded in the log)")
-    cancelp.add_argument("--world", type=Path, default=None, help="SQLite World file")
+    cancelp.add_argument("--world", default=None, help=WORLD_HELP)
     args = parser.parse_args(argv)
     if args.command == "manifest":
         return _manifest(args.path)
@@ -212,7 +223,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.command == "worker":
             return asyncio.run(
-                cmd_worker(args.modules, world_path=args.world, concurrency=args.concurrency)
+                cmd_worker(
+                    args.modules,
+                    world_path=args.world,
+                    concurrency=args.concurrency,
+                    lease_seconds=args.lease_seconds,
+                )
             )
         if args.command == "inspect":
             return asyncio.run(

@@ -16,17 +16,17 @@ from typing import Any
 
 from durasim.checkers import check_logs, event_to_json, load_logs
 from durasim.runtime import (
-    DEFAULT_HOME,
     Run,
     Worker,
     WorkflowFailed,
-    default_world,
     deserialize,
     get_run,
     start,
     workflow_definition,
 )
-from durasim.worlds import DurasimError, Event, SQLiteWorld, World
+from durasim.worlds import DurasimError, Event, World
+
+from ._cli_world import open_world
 
 __all__ = ["cmd_inspect", "cmd_run", "cmd_worker", "load_target", "parse_args"]
 
@@ -77,17 +77,13 @@ def parse_args(values: Sequence[str]) -> list[Any]:
     return parsed
 
 
-def _world(path: Path | None) -> SQLiteWorld:
-    return default_world() if path is None else SQLiteWorld(path)
-
-
 async def cmd_run(
-    spec: str, values: Sequence[str], *, world_path: Path | None, run_id: str | None
+    spec: str, values: Sequence[str], *, world_path: str | None, run_id: str | None
 ) -> int:
     """Start a workflow and serve it here until it ends; print its result as JSON."""
     target = load_target(spec)
     workflow_definition(target)  # a clear error if it is not a @workflow
-    world = _world(world_path)
+    world = await open_world(world_path)
     try:
         run = await start(target, *parse_args(values), world=world, run_id=run_id)
         print(f"run {run.run_id} started", file=sys.stderr)
@@ -102,11 +98,17 @@ async def cmd_run(
         await world.close()
 
 
-async def cmd_worker(modules: Sequence[str], *, world_path: Path | None, concurrency: int) -> int:
+async def cmd_worker(
+    modules: Sequence[str],
+    *,
+    world_path: str | None,
+    concurrency: int,
+    lease_seconds: float = 30.0,
+) -> int:
     """Serve a World until SIGTERM/SIGINT; in-flight deliveries finish first."""
     for module in modules:
         import_module(module)
-    world = _world(world_path)
+    world = await open_world(world_path)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -117,6 +119,7 @@ async def cmd_worker(modules: Sequence[str], *, world_path: Path | None, concurr
         worker = Worker(
             world,
             concurrency=concurrency,
+            lease_seconds=lease_seconds,
             on_report=lambda r: print(
                 f"durasim worker: run {r.run_id} {r.status}", file=sys.stderr
             ),
@@ -171,13 +174,10 @@ async def _run_json(run: Run, world: World) -> dict[str, Any]:
 
 
 async def cmd_inspect(
-    what: str, run_id: str | None, *, world_path: Path | None, as_json: bool
+    what: str, run_id: str | None, *, world_path: str | None, as_json: bool
 ) -> int:
     """``runs``, ``run ID`` or ``events ID``: what the World holds."""
-    path = world_path or DEFAULT_HOME / "world.db"
-    if not path.exists():
-        raise DurasimError(f"no World at {path}: run a workflow first, or pass --world")
-    world = SQLiteWorld(path)
+    world = await open_world(world_path, must_exist=True)
     try:
         if what == "runs":
             rows = []
@@ -226,12 +226,9 @@ async def cmd_inspect(
         await world.close()
 
 
-async def cmd_cancel(run_id: str, *, reason: str | None, world_path: Path | None) -> int:
+async def cmd_cancel(run_id: str, *, reason: str | None, world_path: str | None) -> int:
     """Cancel a pending or running run (``run_cancelled``); its children too."""
-    path = world_path or DEFAULT_HOME / "world.db"
-    if not path.exists():
-        raise DurasimError(f"no World at {path}: pass --world with the World file of the run")
-    world = SQLiteWorld(path)
+    world = await open_world(world_path, must_exist=True)
     try:
         cancelled = await get_run(run_id, world=world).cancel(reason)
     finally:
