@@ -95,6 +95,22 @@ def _drop_postgres_schemas() -> Iterator[None]:
     drop_schemas()
 
 
+#: Markers whose tests run only when ``-m`` names them: long soaks, and the tests
+#: that restart the PostgreSQL server (they would break the connections of every
+#: test running beside them; ``.ci/run`` runs them alone, serially, after the rest).
+OPT_IN_MARKERS = ("slow", "pgrestart")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip ``slow`` and ``pgrestart`` tests unless the ``-m`` expression names them."""
+    expression = config.getoption("markexpr") or ""
+    for item in items:
+        for marker in OPT_IN_MARKERS:
+            if item.get_closest_marker(marker) is not None and marker not in expression:
+                item.add_marker(pytest.mark.skip(reason=f"{marker}: run with -m {marker}"))
+                break
+
+
 @pytest.fixture
 def clock() -> FixedClock:
     """A clock that moves only when the test says so (no wall-clock sleeps)."""
