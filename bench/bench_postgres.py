@@ -1,0 +1,386 @@
+"""The PostgreSQL World: steps/s with 1, 2 and 4 worker processes, wake-up latency, DBOS beside it.
+
+Run by hand (never in CI), with PostgreSQL on the DSN (default: the local server):
+
+    .venv/bin/python bench/bench_postgres.py [--quick] [--dsn postgresql://...] \
+        [--peers-python /tmp/bench-peers/bin/python]
+
+Everything below runs in this one invocation, against one server, on the real
+clock; results go into docs/benchmarks.md by hand, with the command and the machine.
+
+- **bare round trips**: ``INSERT`` + ``COMMIT`` of one 64-byte row on one
+  autocommit psycopg connection, 500 times: the server's commit round trip right
+  now (``synchronous_commit`` as configured, normally ``on``: each commit waits for
+  its WAL flush).  Measured before and after the peers.
+- **1 worker, 1 run**: one ``durasim worker`` process (a separate process,
+  started and idle before the run is enqueued) runs ``sequential(1000)``: 1,000
+  sequential steps of a trivial sync function.  Steps/s = 1,000 / (the run's
+  ``completed_at`` - its ``created_at``), both stamped by the World, so the time
+  includes the wake-up, the claim, every step and the run's end.  Median of
+  ``--repeat`` runs.  This is the figure compared with DBOS.
+- **W workers, 4 runs**: W = 1, 2, 4 ``durasim worker`` processes serve 4 runs of
+  ``sequential(1000)`` enqueued at once (one run can only use one worker at a
+  time, so parallel work needs several runs).  Aggregate steps/s = 4,000 /
+  (last ``completed_at`` - first ``created_at``).  Median of ``--repeat`` batches;
+  scaling = steps/s with W workers / steps/s with 1.
+- **commits per step**: ``pg_stat_database.xact_commit`` of the bench database
+  before and after one 1-worker run (the bench has the database to itself), and
+  the statements per step counted in-process (a 200-step run served here, with
+  psycopg's ``AsyncCursor.execute`` counted).
+- **wake-up latency**: a child process sleeps in ``queue.wait_for_work`` (LISTEN);
+  this process enqueues one message every 30 ms, stamping ``time.monotonic()``
+  (one clock for every process on Linux) in the payload; the child claims it and
+  records ``monotonic() - stamp``.  So it is enqueue call -> claim returned,
+  including the enqueue's commit, the NOTIFY, the child's ``next_due`` read and
+  its claim transaction.  Median and p99 of 200.
+- **DBOS Transact** on the same server (``bench/peers/dbos_postgres.py`` in the
+  peers' venv; its system database is a separate database on this server):
+  ``sequential(1000)`` of ``@DBOS.step`` functions, median of ``--repeat``.
+
+The bench creates the databases ``durasim_bench`` and ``durasim_bench_dbos`` on
+the server if missing, and drops its schema at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import secrets
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from durasim.runtime import Worker, start, step, workflow
+from durasim.worlds import PostgresWorld
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_PEERS_PYTHON = Path("/tmp/bench-peers/bin/python")
+DEFAULT_DSN = os.environ.get("DURASIM_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+BENCH_DB = "durasim_bench"
+DBOS_DB = "durasim_bench_dbos"
+N = 1000
+WORKER = [sys.executable, "-m", "durasim.scenarios", "worker", "bench_postgres"]
+
+
+@step(module="benchpg", name="add")
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@workflow(module="benchpg", name="sequential")
+async def sequential(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total = await add(total, i)
+    return total
+
+
+# -- the machine and the server -------------------------------------------------------------
+
+
+def cpu_model() -> str:
+    with open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def git_head() -> str:
+    done = subprocess.run(
+        ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip()
+
+
+def with_database(dsn: str, name: str) -> str:
+    """The DSN with its database replaced (a URL: the path)."""
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    params["dbname"] = name
+    return psycopg.conninfo.make_conninfo("", **{k: v for k, v in params.items() if v})
+
+
+def as_url(dsn: str) -> str:
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    user = params.get("user", "postgres")
+    host = params.get("host", "127.0.0.1")
+    port = params.get("port", "5432")
+    return f"postgresql://{user}@{host}:{port}/{params['dbname']}"
+
+
+def ensure_database(dsn: str, name: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if found is None:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def server_settings(dsn: str) -> dict[str, str]:
+    with psycopg.connect(dsn) as conn:
+        return {
+            name: str(conn.execute(f"SHOW {name}").fetchone()[0])  # type: ignore[index]
+            for name in ("server_version", "synchronous_commit", "fsync", "shared_buffers")
+        }
+
+
+def bare_round_trips(dsn: str, schema: str, count: int = 500) -> float:
+    """INSERT+COMMIT/s on one autocommit connection."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {schema}.bare (k bigint PRIMARY KEY, b bytea)")
+        conn.execute(f"TRUNCATE {schema}.bare")
+        begin = time.perf_counter()
+        for k in range(count):
+            conn.execute(f"INSERT INTO {schema}.bare VALUES (%s, %s)", (k, b"x" * 64))
+        return count / (time.perf_counter() - begin)
+
+
+def server_commits(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+# -- worker processes ------------------------------------------------------------------------
+
+
+class Workers:
+    """``durasim worker benchpg_module`` processes serving the bench schema."""
+
+    def __init__(self, url: str, count: int) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+        self.procs = [
+            subprocess.Popen(
+                [*WORKER, "--world", url, "--concurrency", "4"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=env,
+            )
+            for _ in range(count)
+        ]
+        for proc in self.procs:  # idle and listening before any run is enqueued
+            assert proc.stderr is not None
+            line = proc.stderr.readline()
+            assert b"serving" in line, line
+        time.sleep(0.5)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            proc.wait(timeout=60)
+            assert proc.stderr is not None
+            proc.stderr.close()
+
+
+async def batch(world: PostgresWorld, runs: int, n: int) -> float:
+    """Enqueue ``runs`` runs of sequential(n) at once; aggregate steps/s by the World's stamps."""
+    handles = [await start(sequential, n, world=world) for _ in range(runs)]
+    rows = []
+    for handle in handles:
+        assert await wait_result(handle, world) == n * (n - 1) // 2
+        rows.append(await world.runs.get(handle.run_id))
+    first = min(r.created_at for r in rows)
+    last = max(r.completed_at for r in rows if r.completed_at is not None)
+    return runs * n / (last - first).total_seconds()
+
+
+async def wait_result(handle: Any, world: PostgresWorld) -> Any:
+    while True:
+        run = await world.runs.get(handle.run_id)
+        if run.status.value in ("completed", "failed", "cancelled"):
+            return await handle.result()
+        await asyncio.sleep(0.02)
+
+
+async def scaling(url: str, dsn: str, schema: str, repeat: int, n: int) -> dict[str, Any]:
+    world = await PostgresWorld(dsn, schema=schema, pool_size=2).open()
+    out: dict[str, Any] = {}
+    try:
+        for workers in (1, 2, 4):
+            procs = Workers(url, workers)
+            try:
+                if workers == 1:
+                    singles = [await batch(world, 1, n) for _ in range(repeat)]
+                    out["one_run"] = {"steps_per_s": statistics.median(singles), "all": singles}
+                    before = server_commits(dsn)
+                    await batch(world, 1, n)
+                    await asyncio.sleep(0.6)  # the statistics collector reports a bit late
+                    out["commits_per_step"] = (server_commits(dsn) - before) / n
+                rates = [await batch(world, 4, n) for _ in range(repeat)]
+                out[f"workers_{workers}"] = {"steps_per_s": statistics.median(rates), "all": rates}
+            finally:
+                procs.stop()
+            print(f"  {workers} worker(s): {json.dumps(out[f'workers_{workers}'])}", flush=True)
+    finally:
+        await world.close()
+    base = out["workers_1"]["steps_per_s"]
+    out["scaling"] = {f"{w}": out[f"workers_{w}"]["steps_per_s"] / base for w in (1, 2, 4)}
+    return out
+
+
+async def statements_per_step(dsn: str, schema: str, n: int = 200) -> dict[str, float]:
+    """Statements and transactions per step of one run served in this process."""
+    counts = {"statements": 0}
+    original = psycopg.AsyncCursor.execute
+
+    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counts["statements"] += 1
+        return await original(self, *args, **kwargs)
+
+    world = await PostgresWorld(dsn, schema=schema, pool_size=2).open()
+    try:
+        handle = await start(sequential, n, world=world)
+        psycopg.AsyncCursor.execute = counted  # type: ignore[method-assign]
+        before = server_commits(dsn)
+        try:
+            assert await Worker(world).run_until_complete(handle) == n * (n - 1) // 2
+        finally:
+            psycopg.AsyncCursor.execute = original  # type: ignore[method-assign]
+        await asyncio.sleep(0.6)
+        commits = server_commits(dsn) - before
+    finally:
+        await world.close()
+    return {"statements_per_step": counts["statements"] / n, "commits_per_step": commits / n}
+
+
+# -- wake-up latency -------------------------------------------------------------------------
+
+
+async def claimer(dsn: str, schema: str, count: int) -> None:
+    """Child: sleep in wait_for_work, claim, record monotonic() - the payload's stamp."""
+    world = await PostgresWorld(dsn, schema=schema, pool_size=2).open()
+    latencies = []
+    try:
+        await world.queue.wait_for_work(0.01, queue_prefix="lat")  # LISTEN before "ready"
+        print("ready", flush=True)
+        while len(latencies) < count:
+            delivery = await world.queue.claim(queue_prefix="lat")
+            if delivery is None:
+                await world.queue.wait_for_work(5.0, queue_prefix="lat")
+                continue
+            latencies.append(time.monotonic() - float(delivery.payload))
+            await world.queue.ack(delivery)
+    finally:
+        await world.close()
+    print(json.dumps(latencies), flush=True)
+
+
+def spawn_claimer(dsn: str, schema: str, count: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, __file__, "--child-claimer", dsn, schema, str(count)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def wake_latency(dsn: str, schema: str, count: int) -> dict[str, float]:
+    child = spawn_claimer(dsn, schema, count)
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "ready"
+    world = await PostgresWorld(dsn, schema=schema, pool_size=2).open()
+    try:
+        for _ in range(count):
+            await asyncio.sleep(0.03)  # the claimer is idle again, in wait_for_work
+            await world.queue.enqueue("lat", repr(time.monotonic()).encode())
+    finally:
+        await world.close()
+    latencies = sorted(json.loads(child.stdout.readline()))
+    child.wait(timeout=30)
+    child.stdout.close()
+    ms = [x * 1000 for x in latencies]
+    return {
+        "median_ms": statistics.median(ms),
+        "p99_ms": ms[min(len(ms) - 1, round(0.99 * len(ms)))],
+        "max_ms": ms[-1],
+        "samples": len(ms),
+    }
+
+
+# -- peers -----------------------------------------------------------------------------------
+
+
+def dbos(python: Path, url: str, repeat: int) -> dict[str, Any]:
+    if not python.exists():
+        return {"skipped": f"no peers python at {python}"}
+    peer_args = ["--url", url, "--n", str(N), "--repeat", str(repeat)]
+    done = subprocess.run(
+        [str(python), str(HERE / "peers" / "dbos_postgres.py"), *peer_args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    if done.returncode != 0:
+        return {"skipped": f"exit {done.returncode}: {done.stderr.strip()[-2000:]}"}
+    return json.loads([x for x in done.stdout.splitlines() if x.startswith("{")][-1])  # type: ignore[no-any-return]
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    repeat = 1 if args.quick else args.repeat
+    ensure_database(args.dsn, BENCH_DB)
+    ensure_database(args.dsn, DBOS_DB)
+    dsn = with_database(args.dsn, BENCH_DB)
+    schema = f"bench_{secrets.token_hex(4)}"
+    url = f"{as_url(dsn)}?schema={schema}"
+    results: dict[str, Any] = {
+        "git": git_head(),
+        "machine": {
+            "nproc": os.cpu_count(),
+            "cpu": cpu_model(),
+            "loadavg_before": os.getloadavg(),
+        },
+        "server": server_settings(dsn),
+    }
+    await (await PostgresWorld(dsn, schema=schema).open()).close()  # migrate once
+    try:
+        results["bare_before"] = bare_round_trips(dsn, schema)
+        print(f"bare INSERT+COMMIT/s: {results['bare_before']:.0f}", flush=True)
+        results["durasim"] = await scaling(url, dsn, schema, repeat, N)
+        print(f"durasim: {json.dumps(results['durasim'])}", flush=True)
+        results["profile"] = await statements_per_step(dsn, schema)
+        print(f"profile: {json.dumps(results['profile'])}", flush=True)
+        results["wake"] = await wake_latency(dsn, schema, 50 if args.quick else 200)
+        print(f"wake-up: {json.dumps(results['wake'])}", flush=True)
+        results["dbos"] = dbos(args.peers_python, as_url(with_database(args.dsn, DBOS_DB)), repeat)
+        print(f"dbos: {json.dumps(results['dbos'])[:800]}", flush=True)
+        results["bare_after"] = bare_round_trips(dsn, schema)
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    results["machine"]["loadavg_after"] = os.getloadavg()
+    theirs = results["dbos"].get("results", [{}])[0].get("steps_per_s")
+    if theirs:
+        ours = results["durasim"]["one_run"]["steps_per_s"]
+        results["ratio_vs_dbos"] = {
+            "1 worker, 1 run": ours / theirs,
+            "1 worker, 4 runs": results["durasim"]["workers_1"]["steps_per_s"] / theirs,
+        }
+    return results
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-claimer":
+        asyncio.run(claimer(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+        sys.exit(0)
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="one repeat, fewer samples")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dsn", default=DEFAULT_DSN)
+    parser.add_argument("--peers-python", type=Path, default=DEFAULT_PEERS_PYTHON)
+    out = asyncio.run(main(parser.parse_args()))
+    print(json.dumps(out, indent=2))
