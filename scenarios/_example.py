@@ -1,0 +1,246 @@
+"""One explored example: build the simulation, drive it, judge it.
+
+:func:`run_example` is shared by ``explore()`` (choices drawn by Hypothesis)
+and by ``reproduce`` (choices replayed from a seed); both give the same trace
+and the same verdicts for the same choices.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from durasim.checkers import check_invariants, verify_replay
+from durasim.runtime import Run
+from durasim.sim import ChoiceSource, RunOutcome, SequenceChoices, Sim, SimClock, SimError
+from durasim.worlds import Event, IdSource, World
+
+from ._harness import drive
+from ._seeds import ExampleConfig
+from ._sometimes import sometimes
+
+__all__ = ["VERDICT_KINDS", "ExampleReport", "Property", "StoreFactory", "run_example"]
+
+#: ``property(outcome, log)``: falsy or raising means the example failed.
+Property = Callable[[RunOutcome, Sequence[Event]], Any]
+#: Builds a fresh World on the simulation's clock and ids (``Sim(store=...)``).
+StoreFactory = Callable[[SimClock, IdSource], World]
+
+#: Verdict kinds of a failed example, most severe first.
+VERDICT_KINDS = {
+    "error": "the simulation itself failed (an exception escaped the runtime or the harness)",
+    "invariants": "check_invariants found a broken log rule or a row that differs from the log",
+    "replay": "verify_replay: a finished run's log does not make the runtime end it the same way",
+    "property": "the exploration's property returned falsy or raised",
+    "determinism": "the recorded choices replayed to another trace",
+}
+
+
+@attrs.frozen(kw_only=True)
+class ExampleReport:
+    """What one example did and how it was judged.
+
+    Attributes:
+        config: the example (its seed is ``config.to_seed()``).
+        failures: ``(kind, detail)`` per failed verdict, most severe first (empty: ok).
+        status: the run's status at rest, or ``stalled`` / ``budget`` when it could not end.
+        trace: the simulation's trace text; ``trace_hash`` its sha256.
+        faults: the kinds of the faults injected, in order.
+        rejections: the error type of every refused World call, in order.
+        outcome: the run's outcome (``None`` when the simulation failed).
+    """
+
+    config: ExampleConfig
+    failures: tuple[tuple[str, str], ...] = ()
+    status: str = ""
+    trace: str = ""
+    trace_hash: str = ""
+    faults: tuple[str, ...] = ()
+    rejections: tuple[str, ...] = ()
+    outcome: RunOutcome | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether every verdict passed."""
+        return not self.failures
+
+    @property
+    def verdict(self) -> str:
+        """``ok`` or the most severe failed verdict's kind."""
+        return self.failures[0][0] if self.failures else "ok"
+
+    def render_verdict(self) -> str:
+        """The verdicts as text: one paragraph per failure."""
+        if self.ok:
+            return f"ok (run {self.status})"
+        return "\n".join(f"{kind}: {detail}" for kind, detail in self.failures)
+
+
+def run_example(
+    config: ExampleConfig,
+    workflow: Callable[..., Any],
+    *,
+    choices: ChoiceSource,
+    world_factory: StoreFactory | None = None,
+    property: Property | None = None,
+    setup: Callable[[], Any] | None = None,
+    determinism: bool = True,
+    max_wall_seconds: float = 60.0,
+) -> ExampleReport:
+    """Run one example and judge it (see the module docstring).
+
+    Args:
+        config: the example's faults and external actions (``choices`` unused here).
+        workflow: the workflow function named by ``config.workflow``.
+        choices: the choice source (a recording one while exploring, a sequence when
+            reproducing); ``determinism`` replays what it recorded.
+        world_factory: builds the store (default: the in-memory World).
+        property: the user's property over the outcome and the run's log.
+        setup: called before the example (and before its determinism replay).
+        determinism: replay the recorded choices and require the same trace.
+        max_wall_seconds: the simulation's wall-time budget.
+    """
+    if setup is not None:
+        setup()
+    sim = _make_sim(config, choices, world_factory, max_wall_seconds)
+    failures: list[tuple[str, str]] = []
+    outcome: RunOutcome | None = None
+
+    async def script(sim: Sim) -> RunOutcome:
+        outcome = await _drive(sim, workflow, config)
+        failures.extend(await _judge(sim, outcome, property))
+        return outcome
+
+    try:
+        outcome = sim.run_sync(script)
+    except (SimError, Exception) as exc:
+        failures.insert(0, ("error", _describe(exc)))
+    faults = tuple(sim.faults_injected)
+    for kind in faults:
+        sometimes(f"fault: {kind}", True)
+    answers = getattr(choices, "answers", None)
+    if answers is not None:
+        config = attrs.evolve(config, choices=tuple(answers))
+    trace, trace_hash = sim.trace_text, sim.trace_hash
+    if determinism and answers is not None and not any(k == "error" for k, _ in failures):
+        if setup is not None:
+            setup()
+        again = _make_sim(config, SequenceChoices(answers), world_factory, max_wall_seconds)
+        try:
+            again.run_sync(lambda s: _drive(s, workflow, config))
+            second = again.trace_text
+        except Exception as exc:
+            second = f"(the replay raised {_describe(exc)})"
+        if again.trace_hash != trace_hash:
+            failures.append(("determinism", _first_difference(trace, second)))
+    status = "error"
+    if outcome is not None:
+        status = outcome.status.value
+        if outcome.idle.status != "idle":
+            status = outcome.idle.status
+    rejections = tuple(_rejections(trace))
+    for name in rejections:
+        sometimes(f"rejected: {name}", True)
+    return ExampleReport(
+        config=config,
+        failures=tuple(failures),
+        status=status,
+        trace=trace,
+        trace_hash=trace_hash,
+        faults=faults,
+        rejections=rejections,
+        outcome=outcome,
+    )
+
+
+def _make_sim(
+    config: ExampleConfig,
+    choices: ChoiceSource,
+    world_factory: StoreFactory | None,
+    max_wall_seconds: float,
+) -> Sim:
+    return Sim(
+        world_factory,
+        choices=choices,
+        faults=config.faults,
+        fault_odds=config.fault_odds,
+        max_faults=config.max_faults,
+        lease_seconds=config.lease_seconds,
+        max_wall_seconds=max_wall_seconds,
+    )
+
+
+async def _drive(sim: Sim, workflow: Callable[..., Any], config: ExampleConfig) -> RunOutcome:
+    return await drive(
+        sim,
+        workflow,
+        *config.args,
+        hooks=config.hooks,
+        hook_points=config.hook_points,
+        cancel_at=config.cancel_at,
+    )
+
+
+async def _judge(sim: Sim, outcome: RunOutcome, property: Property | None) -> list[tuple[str, str]]:
+    failures: list[tuple[str, str]] = []
+    store = sim.store
+    report = await check_invariants(store)
+    if not report.ok:
+        failures.append(("invariants", report.render()))
+    cursor = None
+    run_ids: list[str] = []
+    while True:
+        page = await store.runs.list(limit=1000, cursor=cursor)
+        run_ids += [r.run_id for r in page.runs if r.status.terminal]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    for run_id in sorted(run_ids):
+        verdict = await verify_replay(store, run_id)
+        if not verdict.ok:
+            failures.append(("replay", verdict.render()))
+    if property is not None:
+        log = tuple(await Run(run_id=outcome.run_id, world=store).events())
+        try:
+            held = property(outcome, log)
+            if inspect.isawaitable(held):
+                held = await held
+        except Exception as exc:
+            failures.append(("property", _describe(exc)))
+        else:
+            if not held and held is not None:
+                failures.append(("property", f"the property returned {held!r}"))
+    return failures
+
+
+def _describe(exc: BaseException) -> str:
+    lines = traceback.format_exception_only(type(exc), exc)
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return "".join(lines).strip() + where
+
+
+def _first_difference(first: str, second: str) -> str:
+    a, b = first.splitlines(), second.splitlines()
+    for number, (x, y) in enumerate(zip(a, b, strict=False), 1):
+        if x != y:
+            return f"the traces part at line {number}:\n  first:  {x}\n  replay: {y}"
+    number = min(len(a), len(b)) + 1
+    return f"the traces part at line {number}: one ends, the other goes on"
+
+
+_REJECTED = re.compile(r"^!!.*? [a-z_]+\.[a-z_]+(?: \([^)]*\))? (\w+): ")
+
+
+def _rejections(trace: str) -> list[str]:
+    found = []
+    for line in trace.splitlines():
+        if line.startswith("!!"):
+            match = _REJECTED.match(line)
+            found.append(match.group(1) if match else "?")
+    return found

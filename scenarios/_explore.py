@@ -1,0 +1,470 @@
+"""explore(): Hypothesis searches schedules and faults, shrinks a failure, prints a seed.
+
+Each example draws, from Hypothesis data: the fault kinds it enables (a swarm
+subset of ``faults``), the interception points of the external actions (hook
+payloads, a cancel), and then, lazily, every answer the simulator asks for
+(which task runs, whether a fault fires here and which).  Every draw shrinks
+toward 0, and 0 always means the plain thing (the oldest task, no fault, the
+hook sent once the run waits, no cancel), so Hypothesis shrinks a failure to
+the fewest fault kinds, the fewest faults and the shortest choice sequence.
+The example then runs (see ``_example.py``) and is judged; the first failure
+is shrunk, replayed from its recorded answers, and returned with its seed,
+its script and its trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.errors import Flaky
+
+from durasim.sim import FAULT_KINDS, FifoChoices, Sim
+
+from ._example import ExampleReport, Property, StoreFactory, run_example
+from ._harness import drive
+from ._schedulers import PCTScheduler, RandomScheduler, RecordingSource, Scheduling
+from ._script import render_script
+from ._seeds import ExampleConfig, object_ref
+from ._sometimes import Reachability, pop, push
+
+__all__ = ["ExploreFailure", "ExploreResult", "ExploreStats", "explore", "explores"]
+
+log = logging.getLogger("durasim.explore")
+
+
+@attrs.define(eq=False)
+class ExploreStats:
+    """Progress and totals of an exploration.
+
+    Attributes:
+        examples: examples run (shrinking included).
+        faults: faults injected, by kind.
+        traces: distinct trace hashes seen (distinct interleavings).
+        verdicts: examples by verdict (``ok`` or the failed verdict's kind).
+        statuses: examples by how the run ended (``completed``, ``stalled``, ...).
+        reached: ``sometimes()`` names that held, with how often.
+        unreached: names looked for (or required) that never held.
+        seconds: wall time so far.
+    """
+
+    examples: int = 0
+    faults: Counter[str] = attrs.field(factory=Counter)
+    traces: set[str] = attrs.field(factory=set)
+    verdicts: Counter[str] = attrs.field(factory=Counter)
+    statuses: Counter[str] = attrs.field(factory=Counter)
+    reached: dict[str, int] = attrs.field(factory=dict)
+    unreached: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+    @property
+    def interleavings(self) -> int:
+        """Distinct trace hashes seen."""
+        return len(self.traces)
+
+    @property
+    def examples_per_second(self) -> float:
+        """Examples per wall-clock second."""
+        return self.examples / self.seconds if self.seconds else 0.0
+
+    def render(self) -> str:
+        """A short summary (a few lines)."""
+        faults = ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())) or "none"
+        lines = [
+            f"{self.examples} examples in {self.seconds:.1f} s "
+            f"({self.examples_per_second:.0f}/s), {self.interleavings} distinct interleavings",
+            f"faults injected: {faults}",
+            "verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(self.verdicts.items())),
+            "runs ended: " + ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())),
+        ]
+        if self.reached:
+            lines.append(
+                "reached: " + ", ".join(f"{k!r} x{v}" for k, v in sorted(self.reached.items()))
+            )
+        if self.unreached:
+            lines.append("NEVER reached: " + ", ".join(repr(n) for n in self.unreached))
+        return "\n".join(lines)
+
+
+@attrs.frozen(kw_only=True)
+class ExploreFailure:
+    """The minimal failing example.
+
+    Attributes:
+        verdict: the failed verdicts' kinds, most severe first, comma-separated.
+        detail: what each failed verdict said.
+        seed: the durable seed (``durasim reproduce SEED``).
+        script: a runnable pytest test replaying the schedule.
+        trace: the simulation's trace of the failing execution.
+        faults: the faults injected, in order.
+        choices: the scheduler's answers, in order.
+        report: the example's full report.
+    """
+
+    verdict: str
+    detail: str
+    seed: str
+    script: str
+    trace: str
+    faults: tuple[str, ...]
+    choices: tuple[int, ...]
+    report: ExampleReport
+
+    def render(self) -> str:
+        """What a failure prints: verdict, seed, script, trace."""
+        return "\n".join(
+            [
+                f"durasim explore: FAILED ({self.verdict})",
+                self.detail,
+                "",
+                f"faults: {', '.join(self.faults) or 'none'}; choices: {len(self.choices)} answers",
+                f"seed: {self.seed}",
+                f"reproduce: durasim reproduce {self.seed}",
+                "",
+                "--- regression test ---",
+                self.script,
+                "--- trace ---",
+                self.trace,
+            ]
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ExploreResult:
+    """What ``explore()`` found.
+
+    Attributes:
+        ok: no example failed and every required ``sometimes()`` name was reached.
+        failure: the minimal failing example (``None`` if none failed).
+        stats: totals (examples, faults, interleavings, verdicts, reachability).
+        unreached: required names never reached (``ok`` is false when any).
+    """
+
+    ok: bool
+    failure: ExploreFailure | None
+    stats: ExploreStats
+    unreached: tuple[str, ...] = ()
+
+    def render(self) -> str:
+        """The summary, then the failure (if any)."""
+        head = "durasim explore: " + ("OK" if self.ok else "FAILED")
+        parts = [head, self.stats.render()]
+        if self.unreached:
+            parts.append("required but never reached: " + ", ".join(map(repr, self.unreached)))
+        if self.failure is not None:
+            parts += ["", self.failure.render()]
+        return "\n".join(parts)
+
+    def raise_for_failure(self) -> None:
+        """Raise ``AssertionError`` with :meth:`render` unless ``ok``."""
+        if not self.ok:
+            raise AssertionError(self.render())
+
+
+class _Found(Exception):
+    def __init__(self, report: ExampleReport) -> None:
+        super().__init__(report.render_verdict())
+        self.report = report
+
+
+def _resolve_scheduler(scheduler: str | Scheduling) -> Scheduling:
+    if isinstance(scheduler, str):
+        if scheduler == "random":
+            return RandomScheduler()
+        if scheduler == "pct":
+            return PCTScheduler()
+        raise ValueError(f"unknown scheduler {scheduler!r}: use 'random', 'pct' or a Scheduling")
+    return scheduler
+
+
+def _probe(
+    workflow: Callable[..., Any],
+    args: tuple[Any, ...],
+    hooks: tuple[tuple[str, Any], ...],
+    world_factory: StoreFactory | None,
+    setup: Callable[[], Any] | None,
+) -> tuple[int, int]:
+    """Interception points and schedule choices of one plain run (FIFO, no faults)."""
+    if setup is not None:
+        setup()
+    sim = Sim(world_factory, choices=FifoChoices())
+    points = [0]
+
+    async def script(sim: Sim) -> None:
+        await drive(sim, workflow, *args, hooks=hooks)
+        for handle in (sim.orchestrator(), sim.any_step()):
+            points.extend(p.ordinal for p in handle.history())
+
+    sim.run_sync(script)
+    return max(points), len(sim.choices_made)
+
+
+def explore(
+    workflow: Callable[..., Any],
+    *args: Any,
+    world_factory: StoreFactory | None = None,
+    faults: Sequence[str] = FAULT_KINDS,
+    max_examples: int = 100,
+    property: Property | None = None,
+    seed: int | None = None,
+    scheduler: str | Scheduling = "random",
+    swarm: bool = True,
+    fault_odds: int = 20,
+    max_faults: int = 3,
+    lease_seconds: float = 30.0,
+    hooks: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
+    cancel: bool = False,
+    require: Sequence[str] = (),
+    setup: Callable[[], Any] | None = None,
+    determinism_every: int = 1,
+    shrink: bool = True,
+    progress: Callable[[ExploreStats], None] | None = None,
+    progress_every: int = 100,
+    max_wall_seconds: float = 60.0,
+    max_draws: int = 2000,
+) -> ExploreResult:
+    """Search schedules and faults of ``workflow(*args)``; shrink and report the first failure.
+
+    Args:
+        workflow: a ``@workflow`` function (importable by ``module:qualname`` for
+            ``durasim reproduce``); ``args`` its arguments (serializable).
+        world_factory: builds each example's store on the sim's clock and ids,
+            ``(clock, ids) -> World`` (default: a fresh in-memory World).
+        faults: fault kinds to explore (``durasim.sim.FAULT_KINDS``; ``()``: none).
+        max_examples: examples to generate (shrinking runs come on top).
+        property: ``property(outcome, log)`` over the run's outcome and its log;
+            falsy or raising fails the example.
+        seed: makes the search reproducible (same seed, same examples).
+        scheduler: ``"random"`` (uniform), ``"pct"`` (PCT, depth 2), or a
+            :class:`Scheduling` such as ``PCTScheduler(depth=3)``.
+        swarm: each example enables a random subset of ``faults`` (swarm
+            testing); without, every example enables them all.
+        fault_odds: the width of the sim's fault question (``choose(fault_odds)``, last
+            value = fault); where faults land is planned per example (up to
+            ``max_faults`` (question, kind) pairs, each one list element).
+        max_faults: at most this many faults per example.
+        lease_seconds: how long a crashed delivery's lease lingers.
+        hooks: ``{token: payload}``: each example sends each payload at a drawn
+            interception point (or once the run waits for it).
+        cancel: an example may (one in four) cancel the run at a drawn point.
+        require: ``sometimes()`` names that must hold in at least one example.
+        setup: called before each example (reset counters a property reads).
+        determinism_every: replay every n-th example's recorded choices and
+            require the same trace (1: every example; 0: never).
+        shrink: shrink the first failure (default) or report it as found.
+        progress: called with the stats every ``progress_every`` examples and at the end.
+        progress_every: see ``progress``.
+        max_wall_seconds: wall-time budget of one example's simulation.
+        max_draws: draws per example; later choices answer 0 (FIFO, no fault).
+
+    Returns:
+        An :class:`ExploreResult` (``.ok``, ``.failure``, ``.stats``).
+    """
+    chosen = _resolve_scheduler(scheduler)
+    hook_pairs = tuple(hooks.items() if isinstance(hooks, Mapping) else hooks)
+    faults = tuple(faults)
+    args = tuple(args)
+    points, steps = _probe(workflow, args, hook_pairs, world_factory, setup)
+    refs = {
+        "workflow": object_ref(workflow),
+        "property": object_ref(property) if property is not None else "",
+        "setup": object_ref(setup) if setup is not None else "",
+        "world": object_ref(world_factory) if world_factory is not None else "",
+    }
+    stats = ExploreStats()
+    reach = Reachability()
+    found: list[ExampleReport] = []
+    started = time.monotonic()
+
+    def one(data: st.DataObject) -> None:
+        conjecture = data.conjecture_data
+        drawn = [0]
+        stopped: list[BaseException] = []
+
+        def draw(n: int) -> int:
+            # Past the cap every answer is 0 (FIFO, no fault) without drawing.
+            if n <= 1 or drawn[0] >= max_draws or stopped:
+                return 0
+            drawn[0] += 1
+            try:
+                return int(conjecture.draw_integer(0, n - 1))
+            except BaseException as exc:
+                # Hypothesis ends this example (its data ran out while shrinking):
+                # let the simulation finish cleanly, then pass the signal on.
+                stopped.append(exc)
+                return 0
+
+        enabled = tuple(k for k in faults if conjecture.draw_boolean()) if swarm else faults
+        hook_points = tuple(draw(points + 1) for _ in hook_pairs)
+        cancel_at = 1 + draw(points) if cancel and conjecture.draw_boolean(0.25) else 0
+        plan: dict[int, str] = {}
+        while enabled and len(plan) < max_faults and conjecture.draw_boolean(0.5):
+            at = 1 + draw(max(1, points))
+            kind = enabled[draw(len(enabled))]
+            plan.setdefault(at, kind)
+        config = ExampleConfig(
+            workflow=refs["workflow"],
+            args=args,
+            faults=enabled,
+            fault_odds=fault_odds,
+            max_faults=max_faults if enabled else 0,
+            lease_seconds=lease_seconds,
+            hooks=hook_pairs,
+            hook_points=hook_points,
+            cancel_at=cancel_at,
+            property=refs["property"],
+            setup=refs["setup"],
+            world=refs["world"],
+        )
+        source = RecordingSource(draw, chosen.policy(draw, steps=steps), plan)
+        check = determinism_every > 0 and (stats.examples + 1) % determinism_every == 0
+        report = run_example(
+            config,
+            workflow,
+            choices=source,
+            world_factory=world_factory,
+            property=property,
+            setup=setup,
+            determinism=check or bool(found),
+            max_wall_seconds=max_wall_seconds,
+        )
+        if stopped:
+            raise stopped[0]
+        stats.examples += 1
+        stats.faults.update(report.faults)
+        stats.traces.add(report.trace_hash)
+        stats.verdicts[report.verdict] += 1
+        stats.statuses[report.status] += 1
+        if progress is not None and stats.examples % max(1, progress_every) == 0:
+            stats.seconds = time.monotonic() - started
+            progress(stats)
+        if not report.ok:
+            found.append(report)
+            log.debug("example %d failed: %s", stats.examples, report.verdict)
+            raise _Found(report)
+
+    phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
+    test = settings(
+        max_examples=max_examples,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        phases=phases,
+        verbosity=Verbosity.quiet,
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+        print_blob=False,
+    )(given(st.data())(one))
+    if seed is not None:
+        test = hypothesis_seed(seed)(test)
+    failure: ExploreFailure | None = None
+    push(reach)
+    try:
+        test()
+    except _Found as exc:
+        failure = _failure(exc.report, workflow)
+    except Flaky as exc:
+        last = found[-1] if found else None
+        if last is None:
+            raise
+        detail = f"the failure did not happen again when replayed: {exc}"
+        failure = _failure(
+            attrs.evolve(last, failures=(("determinism", detail), *last.failures)), workflow
+        )
+    finally:
+        pop(reach)
+        stats.seconds = time.monotonic() - started
+    stats.reached = reach.reached()
+    stats.unreached = reach.unreached(tuple(require))
+    unreached = tuple(n for n in require if n in stats.unreached)
+    if progress is not None:
+        progress(stats)
+    result = ExploreResult(
+        ok=failure is None and not unreached, failure=failure, stats=stats, unreached=unreached
+    )
+    log.info("%s", result.stats.render())
+    return result
+
+
+def _failure(report: ExampleReport, workflow: Callable[..., Any]) -> ExploreFailure:
+    seed = report.config.to_seed()
+    verdict = ",".join(dict.fromkeys(kind for kind, _ in report.failures))
+    label = getattr(workflow, "__qualname__", "<the workflow>")
+    return ExploreFailure(
+        verdict=verdict,
+        detail=report.render_verdict(),
+        seed=seed,
+        script=render_script(report.config, verdict=verdict, seed=seed, workflow_label=label),
+        trace=report.trace,
+        faults=report.faults,
+        choices=report.config.choices,
+        report=report,
+    )
+
+
+def explores(
+    workflow: Callable[..., Any],
+    *args: Any,
+    shards: int = 1,
+    **options: Any,
+) -> Callable[[Callable[..., Any]], Callable[..., None]]:
+    """Decorator: the test explores ``workflow(*args)`` and fails with the printed failure.
+
+    The decorated function receives the :class:`ExploreResult` when it takes a
+    parameter named ``result`` (to assert on stats); otherwise its body is
+    ignored.  With ``shards > 1`` the test is parametrized (``shard``): each
+    shard explores ``max_examples // shards`` examples from seed ``seed +
+    shard`` (``seed`` defaults to 0), so pytest-xdist spreads them over workers
+    and every shard stays reproducible.
+
+    Args:
+        workflow: as for :func:`explore`; ``args`` its arguments.
+        shards: how many parametrized test cases to split the examples into.
+        options: keyword arguments of :func:`explore`.
+    """
+
+    def decorate(test: Callable[..., Any]) -> Callable[..., None]:
+        import inspect  # noqa: PLC0415 -- only decorators need it
+
+        wants_result = "result" in inspect.signature(test).parameters
+
+        def run(shard: int) -> None:
+            local = dict(options)
+            if shards > 1:
+                local["seed"] = int(local.get("seed") or 0) + shard
+                local["max_examples"] = max(1, int(local.get("max_examples", 100)) // shards)
+            result = explore(workflow, *args, **local)
+            result.raise_for_failure()
+            if wants_result:
+                test(result=result)
+
+        if shards <= 1:
+
+            @functools.wraps(test)
+            def single() -> None:
+                run(0)
+
+            # pytest must not see the decorated function's ``result`` parameter.
+            setattr(single, "__signature__", inspect.Signature())  # noqa: B010
+            return single
+
+        import pytest  # noqa: PLC0415 -- pytest only where the sharded form is used
+
+        @functools.wraps(test)
+        def sharded(shard: int) -> None:
+            run(shard)
+
+        shard = inspect.Parameter("shard", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        setattr(sharded, "__signature__", inspect.Signature([shard]))  # noqa: B010
+        marked: Callable[..., None] = pytest.mark.parametrize("shard", range(shards))(sharded)
+        return marked
+
+    return decorate

@@ -1,0 +1,92 @@
+"""The harness of an explored example: start the run, act from outside, drive it to rest.
+
+:func:`drive` is what every example runs, and what a printed regression script
+calls: it starts the workflow as an external writer, sends each hook payload
+at its interception point (or, for point 0, once the run waits for it),
+cancels the run at its point if asked, and drives the simulation until
+nothing can run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from durasim.sim import HoldNeverReached, Match, Point, RunOutcome, Sim
+from durasim.worlds import EntityConflict, HookNotFound
+
+from ._sometimes import sometimes
+
+__all__ = ["drive"]
+
+
+async def drive(
+    sim: Sim,
+    workflow: Callable[..., Any],
+    *args: Any,
+    hooks: Sequence[tuple[str, Any]] = (),
+    hook_points: Sequence[int] = (),
+    cancel_at: int = 0,
+) -> RunOutcome:
+    """Run ``workflow(*args)`` in ``sim`` with external actions at chosen points.
+
+    Args:
+        sim: a fresh simulation.
+        workflow: the workflow function; ``args`` its arguments.
+        hooks: ``(token, payload)`` pairs to send with ``resume_hook``.
+        hook_points: per hook, the interception point (its ordinal, counted over
+            the whole simulation) at which it is sent; 0 or a missing entry:
+            once the run waits for it.  A hook not created yet when its point
+            comes is sent once the run waits for it.
+        cancel_at: cancel the run at this interception point (0: never).
+
+    Returns:
+        The run's outcome once nothing can run any more.
+    """
+    run = await sim.start(workflow, *args)
+    timed: list[tuple[int, int, str, Any]] = []
+    late: list[tuple[str, Any]] = []
+    for index, (token, payload) in enumerate(hooks):
+        point = hook_points[index] if index < len(hook_points) else 0
+        if point > 0:
+            timed.append((point, index, token, payload))
+        else:
+            late.append((token, payload))
+    if cancel_at > 0:
+        timed.append((cancel_at, len(hooks), "", None))
+    for point, _, token, payload in sorted(timed, key=lambda t: (t[0], t[1])):
+        with contextlib.suppress(HoldNeverReached):  # all came to rest before it: act now
+            await sim.until(Match(phase=None, where=_from(point)))
+        if not token:
+            sometimes("explore: cancel sent", await _cancel(sim, run.run_id))
+        elif not await _send(sim, token, payload):
+            late.append((token, payload))
+    idle = await sim.run_until_idle()
+    while late:
+        sent = [hook for hook in late if await _send(sim, *hook)]
+        if not sent:
+            break
+        late = [hook for hook in late if hook not in sent]
+        idle = await sim.run_until_idle()
+    return await sim.outcome(run.run_id, idle=idle)
+
+
+def _from(point: int) -> Callable[[Point], bool]:
+    return lambda p: p.ordinal >= point
+
+
+async def _send(sim: Sim, token: str, payload: Any) -> bool:
+    try:
+        await sim.deliver_hook(token, payload)
+    except HookNotFound:
+        return False
+    sometimes("explore: hook sent", True)
+    return True
+
+
+async def _cancel(sim: Sim, run_id: str) -> bool:
+    try:
+        return await sim.cancel_run(run_id, "cancelled by explore()")
+    except EntityConflict:
+        return False  # the run had ended

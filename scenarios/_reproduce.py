@@ -1,0 +1,76 @@
+"""Replay a seed: the exact execution ``explore()`` found, its verdicts and its trace."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from durasim.sim import SequenceChoices
+
+from ._example import ExampleReport, run_example
+from ._seeds import ExampleConfig, SeedError, resolve_ref
+
+__all__ = ["cmd_reproduce", "reproduce"]
+
+
+def reproduce(seed: str, *, imports: Sequence[str] = ()) -> ExampleReport:
+    """Replay the execution ``seed`` encodes and judge it as ``explore()`` did.
+
+    Args:
+        seed: a ``durasim:v1:...`` string.
+        imports: modules to import first (where the workflow's steps and
+            classes are registered, when that is not the workflow's module).
+
+    Raises:
+        SeedError: the seed is damaged or names something that cannot be imported.
+    """
+    config = ExampleConfig.from_seed(seed)
+    for module in imports:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise SeedError(f"--import {module}: {exc}") from exc
+    if not config.workflow:
+        raise SeedError(
+            "the seed names no workflow (it was not importable by module:qualname when "
+            "explored): replay the printed script instead"
+        )
+    workflow = resolve_ref(config.workflow)
+    prop: Any = resolve_ref(config.property) if config.property else None
+    setup: Any = resolve_ref(config.setup) if config.setup else None
+    world: Any = resolve_ref(config.world) if config.world else None
+    return run_example(
+        config,
+        workflow,
+        choices=SequenceChoices(config.choices),
+        world_factory=world,
+        property=prop,
+        setup=setup,
+        determinism=False,
+    )
+
+
+def cmd_reproduce(seed: str, *, imports: Sequence[str], trace: bool) -> int:
+    """``durasim reproduce SEED``: print the verdict (and trace); 1 if it failed."""
+    if "" not in sys.path:
+        sys.path.insert(0, "")  # the workflow's module, from where the command runs
+    try:
+        report = reproduce(seed, imports=imports)
+    except SeedError as exc:
+        print(f"durasim reproduce: {exc}", file=sys.stderr)
+        return 2
+    config = report.config
+    print(f"workflow: {config.workflow}{config.args!r}")
+    print(
+        f"faults enabled: {', '.join(config.faults) or 'none'}; injected: "
+        f"{', '.join(report.faults) or 'none'}; choices: {len(config.choices)}"
+    )
+    print(f"verdict: {report.verdict}")
+    if not report.ok:
+        print(report.render_verdict())
+    print(f"trace {report.trace_hash[:16]}:")
+    if trace:
+        print(report.trace, end="")
+    return 0 if report.ok else 1
