@@ -18,7 +18,9 @@
 * ``durasim log PATH [RUN_ID]``: list the runs of a SQLite World, or print one
   run's log;
 * ``durasim manifest PATH``: import the modules under PATH and print the JSON
-  manifest of their workflows, steps and serializable classes.
+  manifest of their workflows, steps and serializable classes;
+* ``durasim reproduce SEED [--import MODULE]``: replay the execution an
+  exploration's seed encodes; print its verdict and trace.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from durasim.worlds import (
 
 from ._cli_conformance import cmd_conformance, cmd_demo
 from ._cli_runs import cmd_cancel, cmd_check_log, cmd_inspect, cmd_run, cmd_worker
+from ._reproduce import cmd_reproduce
 
 __all__ = ["main"]
 
@@ -202,7 +205,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     cancelp.add_argument("run_id", help="the run to cancel")
     cancelp.add_argument("--reason", default=None, help="why (recorded in the log)")
     cancelp.add_argument("--world", default=None, help=WORLD_HELP)
+    reprop = sub.add_parser("reproduce", help="replay an exploration's seed; verdict and trace")
+    reprop.add_argument("seed", help="the durasim:v1:... seed explore() printed")
+    reprop.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (repeatable)",
+    )
+    reprop.add_argument("--no-trace", action="store_true", help="print the verdict only")
     args = parser.parse_args(argv)
+    if args.command == "reproduce":
+        return cmd_reproduce(args.seed, imports=args.imports, trace=not args.no_trace)
     if args.command == "manifest":
         return _manifest(args.path)
     if args.command == "conformance":
