@@ -1,10 +1,11 @@
-"""The simulation's event loop: asyncio with virtual time and no I/O.
+"""The simulation's event loop: asyncio with virtual time.
 
 :class:`SimLoop` is a :class:`asyncio.BaseEventLoop` whose ``time()`` is the
 :class:`SimClock` and whose selector never touches the operating system.  The
 loop calls ``select(timeout)`` once per iteration; a timeout of 0 means
 callbacks are ready, anything else means every task is blocked.  That moment
-is the *idle point*: the loop hands it to the scheduler, which releases a
+is the *idle point* (unless a task waits on a World's socket: then the loop
+waits for it, in wall time): the loop hands it to the scheduler, which releases a
 parked task, starts a delivery, or jumps the clock to the next due timer or
 message.  Nothing else ever advances time, so ``asyncio.sleep(30 days)`` costs
 one loop iteration.  There are no threads: step bodies run on this loop.
@@ -25,34 +26,53 @@ __all__ = ["SimLoop"]
 IdleHook = Callable[[float | None], None]
 
 
-class _NoSelector(selectors.BaseSelector):
-    """A selector with nothing to watch: ``select`` is where the loop would block."""
+class _SimSelector(selectors.BaseSelector):
+    """A real selector, except that a wait with no I/O in flight is the loop's idle point.
+
+    Sockets a World uses (PostgreSQL's, say) are watched for real: while any
+    task waits on one, the loop waits for it in wall time, as that task is
+    running, not blocked.  Only when no I/O is in flight and no callback is
+    ready does the scheduler decide what happens next (or the clock jump).
+    """
 
     def __init__(self, loop: SimLoop) -> None:
         self._loop = loop
-        self._map: dict[Any, selectors.SelectorKey] = {}
+        self._real = selectors.DefaultSelector()
+        self.wake_fd: int | None = None  # the loop's self-pipe: not the World's I/O
 
-    def register(
-        self, fileobj: Any, events: int, data: Any = None
-    ) -> selectors.SelectorKey:  # pragma: no cover - the loop registers nothing here
-        raise NotImplementedError("the simulation loop does no I/O")
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._real.register(fileobj, events, data)
 
-    def unregister(self, fileobj: Any) -> selectors.SelectorKey:  # pragma: no cover
-        raise KeyError(fileobj)
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._real.unregister(fileobj)
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._real.modify(fileobj, events, data)
+
+    def _io_in_flight(self) -> bool:
+        return any(key.fd != self.wake_fd for key in self._real.get_map().values())
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout is None or timeout > 0:
-            self._loop._idle()
+        ready = self._real.select(0)
+        if ready or timeout == 0:
+            return ready
+        if self._io_in_flight():
+            return self._real.select(_IO_WAIT)  # wall time: a task is waiting on a socket
+        self._loop._idle()
         return []
 
     def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
-        return self._map
+        return self._real.get_map()
 
     def close(self) -> None:
-        self._map.clear()
+        self._real.close()
 
 
-class SimLoop(asyncio.BaseEventLoop):
+#: Longest wall-clock wait for a World's socket in one loop iteration.
+_IO_WAIT = 1.0
+
+
+class SimLoop(asyncio.SelectorEventLoop):
     """An asyncio loop on virtual time; its idle points call ``on_idle``.
 
     Args:
@@ -60,10 +80,11 @@ class SimLoop(asyncio.BaseEventLoop):
     """
 
     def __init__(self, clock: SimClock) -> None:
-        super().__init__()
         self.clock = clock
-        self._selector = _NoSelector(self)  # read by BaseEventLoop._run_once
         self.on_idle: IdleHook | None = None
+        selector = _SimSelector(self)
+        super().__init__(selector)
+        selector.wake_fd = self._ssock.fileno()  # type: ignore[attr-defined]
         # Timers due within this much of now fire; the clock counts microseconds.
         self._clock_resolution = 1e-6
 
@@ -82,13 +103,6 @@ class SimLoop(asyncio.BaseEventLoop):
             return
         self.on_idle(due)
 
-    def _process_events(self, event_list: list[Any]) -> None:
-        pass
-
-    def _write_to_self(self) -> None:
-        pass
-
     def close(self) -> None:
         """Close the loop (and the selector)."""
         super().close()
-        self._selector.close()
