@@ -230,6 +230,7 @@ def explore(
     progress_every: int = 100,
     max_wall_seconds: float = 60.0,
     max_draws: int = 2000,
+    batch_examples: int = 1000,
 ) -> ExploreResult:
     """Search schedules and faults of ``workflow(*args)``; shrink and report the first failure.
 
@@ -264,6 +265,7 @@ def explore(
         progress_every: see ``progress``.
         max_wall_seconds: wall-time budget of one example's simulation.
         max_draws: draws per example; later choices answer 0 (FIFO, no fault).
+        batch_examples: examples per Hypothesis run (memory stays flat across runs).
 
     Returns:
         An :class:`ExploreResult` (``.ok``, ``.failure``, ``.stats``).
@@ -352,33 +354,48 @@ def explore(
             raise _Found(report)
 
     phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
-    test = settings(
-        max_examples=max_examples,
-        deadline=None,
-        database=None,
-        derandomize=False,
-        phases=phases,
-        verbosity=Verbosity.quiet,
-        suppress_health_check=list(HealthCheck),
-        report_multiple_bugs=False,
-        print_blob=False,
-    )(given(st.data())(one))
-    if seed is not None:
-        test = hypothesis_seed(seed)(test)
     failure: ExploreFailure | None = None
     push(reach)
     try:
-        test()
-    except _Found as exc:
-        failure = _failure(exc.report, workflow)
-    except Flaky as exc:
-        last = found[-1] if found else None
-        if last is None:
-            raise
-        detail = f"the failure did not happen again when replayed: {exc}"
-        failure = _failure(
-            attrs.evolve(last, failures=(("determinism", detail), *last.failures)), workflow
-        )
+        # Hypothesis keeps per-run state that grows with every example (its
+        # tree of choices seen): a long exploration is run as a series of
+        # Hypothesis runs of at most ``batch_examples`` each, so memory stays
+        # flat; batch b of a seeded exploration uses seed + b * 1_000_003.
+        batch = 0
+        remaining = max_examples
+        while remaining > 0 and failure is None:
+            size = min(remaining, max(1, batch_examples))
+            test = settings(
+                max_examples=size,
+                deadline=None,
+                database=None,
+                derandomize=False,
+                phases=phases,
+                verbosity=Verbosity.quiet,
+                suppress_health_check=list(HealthCheck),
+                report_multiple_bugs=False,
+                print_blob=False,
+            )(given(st.data())(one))
+            if seed is not None:
+                test = hypothesis_seed(seed + batch * 1_000_003)(test)
+            before = stats.examples
+            try:
+                test()
+            except _Found as exc:
+                failure = _failure(exc.report, workflow)
+            except Flaky as exc:
+                last = found[-1] if found else None
+                if last is None:
+                    raise
+                detail = f"the failure did not happen again when replayed: {exc}"
+                failure = _failure(
+                    attrs.evolve(last, failures=(("determinism", detail), *last.failures)),
+                    workflow,
+                )
+            if stats.examples - before < size:
+                break  # Hypothesis ran out of distinct examples: more batches repeat them
+            remaining -= size
+            batch += 1
     finally:
         pop(reach)
         stats.seconds = time.monotonic() - started
