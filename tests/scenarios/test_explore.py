@@ -248,3 +248,23 @@ def test_explores_spreads_shards_over_workers(result: ExploreResult) -> None:
 def test_a_long_exploration_of_a_correct_workflow() -> None:
     result = explore(flows.ten_steps, 10, max_examples=2000, seed=11)
     assert result.ok, result.render()
+
+
+def test_explore_runs_over_a_sqlite_world(tmp_path: Path) -> None:
+    from itertools import count
+
+    from durasim.worlds import SQLiteWorld
+
+    numbers = count()
+    result = explore(
+        flows.ten_steps,
+        5,
+        max_examples=30,
+        seed=4,
+        world_factory=lambda clock, ids: SQLiteWorld(
+            tmp_path / f"w{next(numbers)}.db", clock=clock, ids=ids
+        ),
+    )
+    assert result.ok, result.render()
+    assert result.stats.examples == 30
+    assert sum(result.stats.faults.values()) > 0
