@@ -1,0 +1,115 @@
+"""explore() throughput, memory and scaling.
+
+Run: ``.venv/bin/python bench/bench_explore.py [--examples N] [--memory N]``.
+
+* examples/s of ``explore()`` on a 10-step workflow with every fault kind
+  enabled (swarm), one process (one core): with the determinism replay of
+  every example (the default) and without it (``determinism_every=0``);
+* memory: RSS after the first 100 examples and after ``--memory`` examples
+  (default 10,000) of one exploration; the target is an end within 1.5x;
+* scaling: the same examples split into 2 shards in 2 processes (what
+  ``@explores(shards=2)`` under ``pytest -n 2`` does), wall time vs 1 process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import time
+from typing import Any
+
+from durasim.runtime import step, workflow
+from durasim.scenarios import ExploreStats, explore
+from durasim.sim import FAULT_KINDS
+
+
+@step(module="bench_explore")
+def add(total: int, i: int) -> int:
+    return total + i
+
+
+@workflow(module="bench_explore")
+async def ten_steps() -> int:
+    total = 0
+    for i in range(10):
+        total = await add(total, i)
+    return total
+
+
+def rss_mb() -> float:
+    """Resident memory now (``VmRSS``)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def throughput(examples: int, **options: Any) -> tuple[float, ExploreStats]:
+    result = explore(ten_steps, max_examples=examples, seed=1, faults=FAULT_KINDS, **options)
+    assert result.ok, result.render()
+    return result.stats.examples_per_second, result.stats
+
+
+def memory(examples: int) -> tuple[float, float]:
+    marks: dict[int, float] = {}
+
+    def progress(stats: ExploreStats) -> None:
+        marks.setdefault(stats.examples, rss_mb())
+
+    result = explore(
+        ten_steps,
+        max_examples=examples,
+        seed=2,
+        faults=FAULT_KINDS,
+        progress=progress,
+        progress_every=100,
+    )
+    assert result.ok, result.render()
+    return marks[100], rss_mb()
+
+
+def _shard(args: tuple[int, int]) -> float:
+    shard, examples = args
+    started = time.perf_counter()
+    explore(ten_steps, max_examples=examples, seed=100 + shard, faults=FAULT_KINDS)
+    return time.perf_counter() - started
+
+
+def scaling(examples: int) -> tuple[float, float]:
+    started = time.perf_counter()
+    _shard((0, examples))
+    one = time.perf_counter() - started
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as pool:
+        started = time.perf_counter()
+        pool.map(_shard, [(0, examples // 2), (1, examples // 2)])
+        two = time.perf_counter() - started
+    return one, two
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--examples", type=int, default=1000)
+    parser.add_argument("--memory", type=int, default=10_000)
+    options = parser.parse_args()
+    with_replay, stats = throughput(options.examples)
+    without, _ = throughput(options.examples, determinism_every=0)
+    print(f"explore() on a 10-step workflow, all fault kinds (swarm), {options.examples} examples:")
+    print(f"  {with_replay:.0f} examples/s with the determinism replay of every example")
+    print(f"  {without:.0f} examples/s without it (determinism_every=0)")
+    print(f"  {stats.interleavings} distinct interleavings; faults: {dict(stats.faults)}")
+    one, two = scaling(options.examples)
+    print(
+        f"scaling: {options.examples} examples, 1 process {one:.1f} s, 2 shards in 2 processes "
+        f"{two:.1f} s ({one / two:.2f}x)"
+    )
+    first, end = memory(options.memory)
+    print(
+        f"memory: RSS {first:.1f} MB after 100 examples, {end:.1f} MB after {options.memory} "
+        f"({end / first:.2f}x; target <= 1.5x)"
+    )
+
+
+if __name__ == "__main__":
+    main()
