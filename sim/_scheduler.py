@@ -265,6 +265,8 @@ class Scheduler:
     async def at(self, actor: Actor, point: Point) -> None:
         """Record ``point``, fire the script's watches, park until the scheduler says go."""
         self.history.append(point)
+        if not self._watches and self._alone():
+            return  # see below: nothing else could run, nothing to ask
         parked = Parked(point=point, future=self.loop.create_future(), actor=actor)
         crash = False
         if self._watches:
@@ -289,6 +291,11 @@ class Scheduler:
         if crash:
             self.crash(actor, point)
             raise Crashed
+        if not parked.held and not parked.fail and self._alone():
+            # The idle point would offer exactly this task and ask nothing (no
+            # other task, message, timer or fault question): go on without the
+            # round trip through the loop. Same choices, same trace.
+            return
         self._parked[point.ordinal] = parked
         try:
             await parked.future
@@ -302,6 +309,22 @@ class Scheduler:
                 "nothing was written: retry",
                 run_id=point.run_id,
             )
+
+    def _alone(self) -> bool:
+        """Whether the running task is the only thing that could run now."""
+        if self._parked or self.faults_left > 0 or self.halted is not None or self._closing:
+            return False
+        loop = self.loop
+        if loop._ready:  # type: ignore[attr-defined]
+            return False
+        scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
+        if scheduled and scheduled[0].when() <= loop.time():
+            return False
+        if self.auto_deliver:
+            due = self.queue.next_due_micros()
+            if due is not None and due <= self.clock.micros:
+                return False
+        return True
 
     def resume(self, parked: Parked) -> None:
         """Let a parked task continue."""
