@@ -9,6 +9,7 @@ nothing can run.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -77,10 +78,22 @@ def _from(point: int) -> Callable[[Point], bool]:
 
 
 async def _send(sim: Sim, token: str, payload: Any) -> bool:
-    try:
-        await sim.deliver_hook(token, payload)
-    except HookNotFound:
-        return False
+    """Send a payload the way a client retrying its HTTP call does: twice, at once, one resume id.
+
+    A World must collapse the two onto one event (docs/protocol.md §6); a World
+    whose resume dedup is not atomic lands both, which the invariants report.
+    """
+    resume_id = f"explore:{token}:{sim.clock.micros}"
+    sent = await asyncio.gather(
+        sim.deliver_hook(token, payload, resume_id=resume_id),
+        sim.deliver_hook(token, payload, resume_id=resume_id),
+        return_exceptions=True,
+    )
+    for result in sent:
+        if isinstance(result, HookNotFound):
+            return False
+        if isinstance(result, BaseException):
+            raise result
     sometimes("explore: hook sent", True)
     return True
 

@@ -11,6 +11,10 @@ __all__ = ["render_script"]
 
 def _name(ref: str) -> tuple[str, str]:
     module, _, qualname = ref.partition(":")
+    if not all(part.isidentifier() for part in qualname.split(".")):
+        # Not a Python name (the conformance suite's adapter of another
+        # factory, ``stores:pkg/module:factory``): resolve it at run time.
+        return "import importlib", (f"getattr(importlib.import_module({module!r}), {qualname!r})")
     head = qualname.split(".")[0]
     return f"from {module} import {head}", qualname
 
@@ -33,7 +37,7 @@ def render_script(config: ExampleConfig, *, verdict: str, seed: str, workflow_la
     if config.world:
         line, factory = _name(config.world)
         imports.add(line)
-        sim_args.append(factory)
+        sim_args.append(f"{factory},")
     choices = ", ".join(str(c) for c in _trimmed(config.choices))
     wrapped = textwrap.fill(
         f"choices=SequenceChoices([{choices}]),",
