@@ -150,7 +150,7 @@ def run_to_row(run: Run) -> tuple[Any, ...]:
     return (
         run.run_id,
         run.workflow_name,
-        run.status,
+        run.status.value,
         run.input,
         run.deployment_id,
         run.execution_context,
@@ -290,7 +290,7 @@ def wait_to_row(wait: Wait) -> tuple[Any, ...]:
     return (
         wait.run_id,
         wait.wait_id,
-        wait.status,
+        wait.status.value,
         to_micros(wait.resume_at),
         to_micros(wait.created_at),
         to_micros(wait.updated_at),
