@@ -9,6 +9,12 @@ reference guards (:mod:`._guards`), fed by a view the write prefetches inside
 the same transaction; refusals therefore come in the same order, with the same
 errors, as in every other World.
 
+Step writes usually skip the read: a process remembers each run as it last
+wrote it (:class:`KnownRuns`) and sends a write it can decide from that memory
+as one autocommit statement that writes only if the run's counters are still
+the remembered ones (:func:`_fast_write`); otherwise the write is decided
+again under the row lock.
+
 Constraints back the guards where runs meet: a partial unique index keeps one
 active hook per token across all runs (a writer that loses that race retries
 and journals ``hook_conflict``), and one on ``(run_id, resume_id)`` keeps the
@@ -29,6 +35,9 @@ new pool.  Never use one World from two running loops at once.
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
+import re
 import secrets
 import time
 import weakref
@@ -86,6 +95,7 @@ from ._events import (
 )
 from ._fold import fold_log
 from ._guards import Plan, plan_batch, plan_create_run, plan_write
+from ._known import KnownRuns
 from ._postgres_queue import PostgresQueue, PostgresStreams
 from ._time import Clock, IdSource, RandomIds, SystemClock, to_micros
 
@@ -125,6 +135,78 @@ def _upsert(table: str, columns: str, keys: str) -> str:
 _UPSERT_STEP = _upsert("steps", codec.STEP_COLUMNS, "run_id, step_id")
 _UPSERT_HOOK = _upsert("hooks", codec.HOOK_COLUMNS, "run_id, hook_id")
 _UPSERT_WAIT = _upsert("waits", codec.WAIT_COLUMNS, "run_id, wait_id")
+
+_EVENT_TYPES = ("bigint", "text", "bigint", "text", "boolean", "text", "bytea", "text")
+_STEP_TYPES = (
+    "text", "text", "text", "text", "bytea", "integer", "bytea", "bytea",
+    "bigint", "bigint", "bigint", "bigint", "bigint", "boolean",
+)  # fmt: skip
+_STEP_SETS = ", ".join(
+    f"{c} = excluded.{c}" for c in (n.strip() for n in codec.STEP_COLUMNS.split(",")[2:])
+)
+
+
+def _values(types: Sequence[str], rows: int, columns: str) -> str:
+    """``(VALUES (%s::t1, ...), (%s, ...)) AS u(columns)``: ``rows`` rows of parameters."""
+    first = "(" + ", ".join(f"%s::{t}" for t in types) + ")"
+    rest = "(" + ", ".join("%s" for _ in types) + ")"
+    return f"(VALUES {', '.join([first, *[rest] * (rows - 1)])}) AS u({columns})"
+
+
+@functools.lru_cache(maxsize=64)
+def _fast_write(events: int, new: int, known: int) -> str:
+    """The one statement of a write decided from what this process remembers (:class:`KnownRuns`).
+
+    One round trip and one commit: the run's row is updated only if its
+    counters are still the remembered ones (``g`` is then one row, else none);
+    the ``events`` go in; the ``new`` steps the write creates are plain INSERTs
+    (a unique violation means one existed after all, and the statement fails
+    whole); the ``known`` (remembered) steps are upserted, found by their
+    primary key whatever plan the statement gets.  Every part reads ``g``, so
+    nothing is written unless the check held.  The text depends only on the
+    three counts, so the server keeps one prepared plan per shape.
+    """
+    parts = [
+        """WITH g AS (
+    UPDATE runs SET status = %s, output = %s, error = %s, error_code = %s,
+        cancel_reason = %s, attributes = %s, updated_at = %s, started_at = %s,
+        completed_at = %s, seq = %s, seq_in_band = %s
+    WHERE run_id = %s AND seq = %s AND seq_in_band = %s
+    RETURNING run_id
+)""",
+        f""", e AS (
+    INSERT INTO events (run_id, seq, type, created_at, correlation_id, in_band, data, blob,
+        write_id)
+    SELECT g.run_id, u.* FROM g, {
+            _values(
+                _EVENT_TYPES,
+                events,
+                "seq, type, created_at, correlation_id, in_band, data, blob, write_id",
+            )
+        }
+)""",
+    ]
+    if new:
+        parts.append(
+            f""", n AS (
+    INSERT INTO steps ({codec.STEP_COLUMNS})
+    SELECT u.* FROM g, {_values(_STEP_TYPES, new, codec.STEP_COLUMNS)}
+)"""
+        )
+    if known:
+        parts.append(
+            f""", k AS (
+    INSERT INTO steps ({codec.STEP_COLUMNS})
+    SELECT u.* FROM g, {_values(_STEP_TYPES, known, codec.STEP_COLUMNS)}
+    ON CONFLICT (run_id, step_id) DO UPDATE SET {_STEP_SETS}
+)"""
+        )
+    parts.append("\nSELECT count(*) FROM g")
+    # Numbered placeholders, sent through a raw cursor: psycopg parses (and
+    # caches) only short statements with few parameters, and this one is neither.
+    numbers = itertools.count(1)
+    return re.sub("%s", lambda _: f"${next(numbers)}", "".join(parts))
+
 
 #: Errors after which a whole transaction is simply run again.
 _RETRY_CONFLICTS = (
@@ -280,6 +362,63 @@ class _View:
         return self.waiting
 
 
+class _Unknown(Exception):
+    """The remembered state cannot answer: decide the write under the row lock instead."""
+
+
+class _Stale(Exception):
+    """The remembered state was out of date: the one-statement write wrote nothing."""
+
+
+class _KnownView:
+    """The guards' StateView over what this process remembers of a run (:class:`KnownRuns`).
+
+    A step it does not remember is taken to be new; the write then inserts it
+    without ``ON CONFLICT``, so if it existed after all the statement fails and
+    nothing is written.  Hooks, waits and tokens are not remembered: a write
+    that asks about them is decided under the row lock.
+    """
+
+    def __init__(self, run: Run, counters: Snapshot, steps: dict[str, Step] | None) -> None:
+        self._run = run
+        self._counters = counters
+        self._steps = steps or {}
+        self.assumed_new: set[str] = set()
+
+    def run(self) -> Run | None:
+        return self._run
+
+    def counters(self) -> Snapshot:
+        return self._counters
+
+    def has_step(self, step_id: str) -> bool:
+        return self.step(step_id) is not None
+
+    def step(self, step_id: str) -> Step | None:
+        step = self._steps.get(step_id)
+        if step is None:
+            self.assumed_new.add(step_id)
+        return step
+
+    def hook(self, hook_id: str) -> Hook | None:
+        raise _Unknown(hook_id)
+
+    def live_hook_by_token(self, token: str) -> Hook | None:
+        raise _Unknown(token)
+
+    def wait(self, wait_id: str) -> Wait | None:
+        raise _Unknown(wait_id)
+
+    def received_by_resume_id(self, resume_id: str) -> Event | None:
+        raise _Unknown(resume_id)
+
+    def active_hooks(self) -> Sequence[Hook]:
+        raise _Unknown("active hooks")
+
+    def waiting_waits(self) -> Sequence[Wait]:
+        raise _Unknown("waiting waits")
+
+
 class PostgresWorld:
     """A World in a PostgreSQL database (docs/protocol.md, docs/worlds.md).
 
@@ -339,6 +478,9 @@ class PostgresWorld:
         self._opening: asyncio.Future[AsyncConnectionPool[Conn]] | None = None
         self._connections: weakref.WeakSet[Conn] = weakref.WeakSet()
         self._run_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        # Runs as this process last wrote them: the next write to one of them
+        # is decided from here and sent as one statement (see _fast_batch).
+        self._known = KnownRuns(runs=4096, step_runs=256)
         self._migrated = False
         self._power_safe = True
         self._closed = False
@@ -487,12 +629,15 @@ class PostgresWorld:
         body: Callable[[Conn], Awaitable[T]],
         *,
         landed: Callable[[Conn], Awaitable[bool]] | None = None,
+        single: bool = False,
     ) -> T:
         """Run ``body`` in one transaction, retried on conflicts and lost connections.
 
         ``landed`` tells, on a fresh connection, whether a transaction whose COMMIT
         was interrupted did commit; then its result is returned instead of running
-        ``body`` again.
+        ``body`` again.  ``single``: ``body`` sends one autocommit statement (no
+        BEGIN/COMMIT round trips); if it was interrupted and did land, the result
+        is ``None``, so such a body returns ``None`` when it wrote.
         """
         deadline = time.monotonic() + self._retry_for
         conflicts = 0
@@ -500,8 +645,12 @@ class PostgresWorld:
         while True:
             pool = await self._ready()
             committing = False
+            result: T | None = None  # stays None in single mode (see the docstring)
             try:
                 async with pool.connection() as conn:
+                    if single:  # one autocommit statement: it commits as it runs
+                        committing = True
+                        return await body(conn)
                     async with conn.transaction():
                         result = await body(conn)
                         committing = True
@@ -516,7 +665,7 @@ class PostgresWorld:
                     ) from exc
             except (psycopg.OperationalError, PoolTimeout) as exc:
                 if committing and landed is not None and await self._landed(landed, deadline):
-                    return result
+                    return result  # type: ignore[return-value]  # a single-mode body's None
                 if time.monotonic() > deadline:
                     raise self._lost(exc) from exc
                 await asyncio.sleep(backoff)
@@ -639,6 +788,105 @@ class PostgresWorld:
             return await cur.fetchone() is not None
 
         return landed
+
+    def _checked_known(self, view: _View) -> None:
+        """Under the run's row lock: forget the run if the remembered counters are not its own."""
+        run = view.run()
+        known = self._known.run(run.run_id) if run is not None else None
+        if known is not None and known[1] != view.counters():
+            self._known.forget(known[0].run_id)
+
+    async def _fast_batch(
+        self,
+        run_id: str,
+        requests: Sequence[EventRequest],
+        at: datetime,
+        write_id: str,
+        *,
+        in_band: bool,
+        expected_seq_in_band: int | None,
+        expected_seq: int | None,
+        seen_seq: int | None,
+    ) -> BatchResult | None:
+        """A step write decided from the remembered run, in one statement; ``None``: not here.
+
+        Taken when this process wrote the run last and the write only touches
+        steps: no read, no BEGIN, one round trip and one commit.  The statement
+        (:func:`_fast_write`) writes only if the run's counters are still the
+        remembered ones, so a write by anyone else in between makes it write
+        nothing; then, or when the guards refuse (the refusal is re-decided on
+        the stored rows), the caller takes the locked path.
+        """
+        known = self._known.run(run_id)
+        if known is None or any(r.type not in STEP_TYPES for r in requests):
+            return None
+        run, counters = known
+        if seen_seq is not None and (type(seen_seq) is not int or seen_seq < counters.seq):
+            return None
+        view = _KnownView(run, counters, self._known.steps(run_id))
+        try:
+            plan = plan_batch(
+                view,
+                run_id,
+                requests,
+                at,
+                in_band=in_band,
+                expected_seq_in_band=expected_seq_in_band,
+                expected_seq=expected_seq,
+            )
+        except (WorldError, _Unknown):
+            return None
+        if not plan.events or not view.assumed_new <= plan.steps.keys():
+            return None
+        events = []
+        for i, event in enumerate(plan.events):
+            data, blob = codec.encode_event(event)
+            events.append(
+                (
+                    event.seq,
+                    event.type.value,
+                    to_micros(event.created_at),
+                    event.correlation_id,
+                    event.in_band,
+                    data,
+                    blob,
+                    write_id if i == 0 else None,
+                )
+            )
+        new = [codec.step_to_row(s) for k, s in plan.steps.items() if k in view.assumed_new]
+        old = [codec.step_to_row(s) for k, s in plan.steps.items() if k not in view.assumed_new]
+        full = codec.run_to_row(plan.run)
+        params = (
+            full[2],
+            *full[6:11],
+            *full[12:15],
+            plan.after.seq,
+            plan.after.seq_in_band,
+            run_id,
+            plan.before.seq,
+            plan.before.seq_in_band,
+            *(value for row in (*events, *new, *old) for value in row),
+        )
+        statement = _fast_write(len(events), len(new), len(old))
+
+        async def write(conn: Conn) -> None:
+            try:
+                cur = await psycopg.AsyncRawCursor(conn).execute(statement, params)
+            except psycopg.errors.UniqueViolation as exc:
+                raise _Stale from exc
+            row = await cur.fetchone()
+            if row is None or row[0] != 1:
+                raise _Stale
+
+        try:
+            await self._transact(
+                write, landed=self._landed_check(run_id, plan.events[0].seq, write_id), single=True
+            )
+        except _Stale:
+            self._known.forget(run_id)
+            return None
+        self._known.remember(plan)
+        return BatchResult(events=tuple(plan.events), run=plan.run, unseen=())
 
     async def _unseen(
         self, conn: Conn, run_id: str, seen_seq: int | None, before: Snapshot
@@ -857,6 +1105,8 @@ class _Events(_Facet):
         if request.type is EventType.RUN_CREATED:
             new_id = check_run_id(run_id) if run_id is not None else w._ids.new_id("wrun")
 
+            created: list[Plan] = []
+
             async def create_run(conn: Conn) -> EventResult:
                 cur = await conn.execute(_RUN_SELECT, (new_id,))
                 row = await cur.fetchone()
@@ -864,9 +1114,12 @@ class _Events(_Facet):
                     new_id, request, at, None if row is None else codec.run_from_row(row)
                 )
                 await w._store(conn, plan, write_id=write_id, new=True)
+                created[:] = [plan]
                 return EventResult(event=plan.events[0], run=plan.run, allocated=1)
 
-            return await w._transact(create_run, landed=w._landed_check(new_id, 1, write_id))
+            result = await w._transact(create_run, landed=w._landed_check(new_id, 1, write_id))
+            w._known.remember(created[-1])
+            return result
         if run_id is None:
             raise InvalidRequest(
                 f"{request.type.value} needs the run id; only run_created may pass None"
@@ -879,6 +1132,7 @@ class _Events(_Facet):
             view = await _View.load(conn, target, [request])
             if view.run() is None:
                 raise RunNotFound(f"run {target!r} does not exist", run_id=target)
+            w._checked_known(view)
             plan = plan_write(
                 view,
                 target,
@@ -900,7 +1154,13 @@ class _Events(_Facet):
                 return True
             return await w._landed_check(target, plan.events[0].seq, write_id)(conn)
 
-        return await w._serialized(target, lambda: w._transact(write, landed=landed))
+        async def decide() -> EventResult:
+            result = await w._transact(write, landed=landed)
+            if planned[-1].events:
+                w._known.remember(planned[-1])
+            return result
+
+        return await w._serialized(target, decide)
 
     async def create_batch(
         self,
@@ -923,6 +1183,7 @@ class _Events(_Facet):
             view = await _View.load(conn, run_id, checked)
             if view.run() is None:
                 raise RunNotFound(f"run {run_id!r} does not exist", run_id=run_id)
+            w._checked_known(view)
             plan = plan_batch(
                 view,
                 run_id,
@@ -940,7 +1201,24 @@ class _Events(_Facet):
         async def landed(conn: Conn) -> bool:
             return await w._landed_check(run_id, planned[-1].events[0].seq, write_id)(conn)
 
-        return await w._serialized(run_id, lambda: w._transact(write, landed=landed))
+        async def decide() -> BatchResult:
+            fast = await w._fast_batch(
+                run_id,
+                checked,
+                event_time(w._clock.now(), occurred_at, in_band=in_band),
+                write_id,
+                in_band=in_band,
+                expected_seq_in_band=expected_seq_in_band,
+                expected_seq=expected_seq,
+                seen_seq=seen_seq,
+            )
+            if fast is not None:
+                return fast
+            result = await w._transact(write, landed=landed)
+            w._known.remember(planned[-1])
+            return result
+
+        return await w._serialized(run_id, decide)
 
     async def get(self, run_id: str, seq: int) -> Event:
         async def body(conn: Conn) -> tuple[Snapshot, tuple[Any, ...] | None]:

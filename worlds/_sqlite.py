@@ -68,6 +68,7 @@ from ._events import (
 )
 from ._fold import fold_log
 from ._guards import Plan, plan_batch, plan_create_run, plan_write
+from ._known import KnownRuns
 from ._sqlite_queue import SQLiteQueue, SQLiteStreams
 from ._time import Clock, IdSource, RandomIds, SystemClock, to_micros
 
@@ -90,7 +91,7 @@ class _View:
         self._run_id = run_id
         self._run = run
         self._counters = counters
-        # Steps as this connection last wrote them (valid: see SQLiteWorld._steps_cache).
+        # Steps as this connection last wrote them (valid: see SQLiteWorld._known).
         self._steps: dict[str, Step | None] = dict(known_steps) if known_steps else {}
 
     def prefetch_steps(self, step_ids: Sequence[str]) -> None:
@@ -230,8 +231,7 @@ class _WriteTransaction:
             self._roll_back(exc)
             raise
         if version != world._data_version:
-            world._runs_cache.clear()
-            world._steps_cache.clear()
+            world._known.clear()
             world._data_version = version
         return db
 
@@ -252,8 +252,7 @@ class _WriteTransaction:
         db, world = self._db, self._world
         if db.in_transaction:
             db.execute("ROLLBACK")
-        world._runs_cache.clear()  # whatever happened, decide the next write afresh
-        world._steps_cache.clear()
+        world._known.clear()  # whatever happened, decide the next write afresh
         if isinstance(exc, sqlite3.Error):
             raise WorldError(
                 f"SQLite World {str(world.path)!r}: the write failed and was rolled back "
@@ -295,11 +294,10 @@ class SQLiteWorld:
         self._ids: IdSource = ids or RandomIds()
         self._durability = durability
         self._max_deliveries = max_deliveries
-        self._runs_cache: dict[str, tuple[Run, Snapshot]] = {}
-        # The unfinished steps this connection wrote last, per recently written
-        # run: a write usually touches the step the previous one started, and
-        # need not read it back.  Valid exactly when ``_runs_cache`` is.
-        self._steps_cache: dict[str, dict[str, Step]] = {}
+        # The runs and unfinished steps this connection wrote last: a write
+        # usually touches the step the previous one started, and need not read
+        # it back.  Dropped whenever another connection wrote (see _write).
+        self._known = KnownRuns(runs=sql.CACHED_RUNS, step_runs=sql.CACHED_STEP_RUNS)
         self._data_version: int | None = None
         try:
             self._db = sqlite3.connect(
@@ -438,35 +436,10 @@ class SQLiteWorld:
         Only valid inside :meth:`_write`, which drops the cache when the
         database's ``data_version`` moved.
         """
-        cached = self._runs_cache.get(run_id)
+        cached = self._known.run(run_id)
         if cached is not None:
             return cached
         return self._run_row(db, run_id)
-
-    def _remember(self, plan: Plan) -> None:
-        """Cache a committed plan's run, counters and unfinished steps (called after COMMIT)."""
-        run_id = plan.run.run_id
-        cache = self._runs_cache
-        cache[run_id] = (plan.run, plan.after)
-        if len(cache) > sql.CACHED_RUNS:
-            del cache[next(iter(cache))]
-        if not plan.steps:
-            return
-        steps_cache = self._steps_cache
-        steps = steps_cache.pop(run_id, {})  # re-inserted last: the newest run
-        for step_id, step in plan.steps.items():
-            if step.status.terminal:
-                steps.pop(step_id, None)  # rarely written again: read it then
-            else:
-                steps[step_id] = step
-        if steps:
-            steps_cache[run_id] = steps
-            if len(steps_cache) > sql.CACHED_STEP_RUNS:
-                del steps_cache[next(iter(steps_cache))]
-
-    def _known_steps(self, run_id: str) -> dict[str, Step] | None:
-        """The cached unfinished steps of ``run_id`` (only valid inside :meth:`_write`)."""
-        return self._steps_cache.get(run_id)
 
     def _store(self, db: sqlite3.Connection, plan: Plan, *, original: Run | None) -> None:
         run = plan.run
@@ -698,7 +671,7 @@ class _Events(_Facet):
                 at = event_time(w._clock.now(), occurred_at, in_band=in_band)
                 plan = plan_create_run(run_id, request, at, existing)
                 w._store(db, plan, original=None)
-            w._remember(plan)
+            w._known.remember(plan)
             return EventResult(event=plan.events[0], run=plan.run, allocated=1)
         if run_id is None:
             raise InvalidRequest(
@@ -708,7 +681,7 @@ class _Events(_Facet):
         with w._write() as db:
             run, counters = w._cached_run(db, run_id)
             plan = plan_write(
-                _View(db, run_id, run, counters, known_steps=w._known_steps(run_id)),
+                _View(db, run_id, run, counters, known_steps=w._known.steps(run_id)),
                 run_id,
                 request,
                 event_time(w._clock.now(), occurred_at, in_band=in_band),
@@ -720,7 +693,7 @@ class _Events(_Facet):
             if plan.events:
                 w._store(db, plan, original=run)
         if plan.events:
-            w._remember(plan)
+            w._known.remember(plan)
         return plan.result(unseen)
 
     async def create_batch(
@@ -739,7 +712,7 @@ class _Events(_Facet):
         check_run_id(run_id)
         with w._write() as db:
             run, counters = w._cached_run(db, run_id)
-            view = _View(db, run_id, run, counters, known_steps=w._known_steps(run_id))
+            view = _View(db, run_id, run, counters, known_steps=w._known.steps(run_id))
             view.prefetch_steps(
                 [r.correlation_id for r in checked if r.type in STEP_TYPES and r.correlation_id]
             )
@@ -754,7 +727,7 @@ class _Events(_Facet):
             )
             unseen = w._unseen(db, run_id, seen_seq, plan.before)
             w._store(db, plan, original=run)
-        w._remember(plan)
+        w._known.remember(plan)
         return BatchResult(events=tuple(plan.events), run=plan.run, unseen=unseen)
 
     async def get(self, run_id: str, seq: int) -> Event:

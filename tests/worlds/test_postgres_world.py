@@ -12,12 +12,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from _postgres_support import new_schema, require_postgres
 
-from durasim.worlds import EventRequest, EventType, PostgresWorld, WorldError
+from durasim.worlds import EventRequest, EventType, PostgresWorld, WorldError, _postgres
 
 HERE = Path(__file__).parent
 req = EventRequest.of
@@ -222,3 +223,115 @@ async def test_an_idle_worker_wakes_on_new_work_without_waiting_for_its_poll(dsn
         await asyncio.wait_for(serving, timeout=10)
         await serving_world.close()
         await client.close()
+
+
+# -- writes decided from what a process remembers (PostgresWorld._fast_batch) ---------------
+
+
+def _step_script() -> list[tuple[int, list[EventRequest]]]:
+    """(writer, batch) pairs; writers 0 and 1 stand for two processes on one database."""
+    created = lambda s: req("step_created", s, step_name="f", input=b"i")  # noqa: E731
+    return [
+        (0, [created("s1"), req("step_started", "s1")]),
+        (0, [req("step_completed", "s1", result=b"1"), created("s2"), req("step_started", "s2")]),
+        (1, [req("step_completed", "s2", result=b"2")]),  # writer 0's memory is now stale
+        (0, [req("step_completed", "s2", result=b"2")]),  # so this is decided on the rows
+        (0, [created("s3")]),
+        (0, [created("s1")]),  # s1 finished: not remembered, and it exists
+        (1, [req("step_started", "s3")]),
+        (0, [req("step_completed", "s3", result=b"3"), created("s4"), req("step_started", "s4")]),
+        (0, [req("step_failed", "s4", error=b"e"), created("s5")]),
+    ]
+
+
+async def _outcome(world: Any, run_id: str, batch: list[EventRequest]) -> object:
+    try:
+        result = await world.events.create_batch(run_id, batch)
+    except WorldError as exc:
+        return type(exc).__name__
+    return [(e.seq, e.type.value, e.correlation_id) for e in result.events]
+
+
+async def test_writes_from_memory_answer_as_the_locked_path_when_another_process_wrote(
+    dsn: str,
+) -> None:
+    """Two Worlds (two processes) write one run: every answer equals the in-memory World's."""
+    from durasim.worlds import MemoryWorld
+
+    schema = new_schema()
+    pair = [await PostgresWorld(dsn, schema=schema).open() for _ in range(2)]
+    oracle = MemoryWorld()
+    loads = 0
+    original = _postgres._View.load
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal loads
+        loads += 1
+        return await original(*args, **kwargs)
+
+    try:
+        for world in (pair[0], oracle):
+            await world.events.create("r", req("run_created", workflow_name="wf", input=b""))
+            await world.events.create("r", req("run_started"))
+        _postgres._View.load = counted  # type: ignore[method-assign]
+        outcomes = []
+        for writer, batch in _step_script():
+            before = loads
+            got = await _outcome(pair[writer], "r", batch)
+            assert got == await _outcome(oracle, "r", batch), (writer, batch)
+            outcomes.append((got, loads - before))
+        # The second write was decided from memory (no read), the fourth was not.
+        assert outcomes[1][1] == 0
+        assert outcomes[3][1] == 1
+        pair[0]._check()
+        assert [
+            (e.seq, e.type, e.correlation_id) for e in (await pair[0].events.list("r")).events
+        ] == [(e.seq, e.type, e.correlation_id) for e in (await oracle.events.list("r")).events]
+    finally:
+        _postgres._View.load = original  # type: ignore[method-assign]
+        for world in pair:
+            await world.close()
+
+
+async def test_step_writes_survive_killed_connections_and_none_lands_twice(dsn: str) -> None:
+    """Writes sent as one statement: one cut mid-flight is looked up, never applied twice."""
+    schema = new_schema()
+    world = await PostgresWorld(dsn, schema=schema, pool_size=2).open()
+    try:
+        await world.events.create("r", req("run_created", workflow_name="wf", input=b""))
+        await world.events.create("r", req("run_started"))
+        await world.events.create_batch(
+            "r", [req("step_created", "s0", step_name="f", input=b""), req("step_started", "s0")]
+        )
+        stop = asyncio.Event()
+
+        async def killer() -> int:
+            killed = 0
+            for _ in range(40):  # often enough to cut writes mid-flight, rarely enough to progress
+                if stop.is_set():
+                    break
+                killed += await asyncio.to_thread(_terminate, dsn, schema)
+                await asyncio.sleep(0.02)
+            return killed
+
+        kill = asyncio.create_task(killer())
+        steps = 400
+        for i in range(steps):
+            result = await world.events.create_batch(
+                "r",
+                [
+                    req("step_completed", f"s{i}", result=b"%d" % i),
+                    req("step_created", f"s{i + 1}", step_name="f", input=b""),
+                    req("step_started", f"s{i + 1}"),
+                ],
+            )
+            assert [e.seq for e in result.events] == [5 + 3 * i, 6 + 3 * i, 7 + 3 * i]
+        stop.set()
+        assert await kill > 0, "no connection was killed: the test proved nothing"
+        events = (await world.events.list("r", limit=10_000)).events
+        assert len(events) == 4 + 3 * steps
+        completed = [e.data["result"] for e in events if e.type is EventType.STEP_COMPLETED]
+        assert completed == [b"%d" % i for i in range(steps)]
+        world._check()
+    finally:
+        await world.close()
