@@ -22,11 +22,16 @@ clock; results go into docs/benchmarks.md by hand, with the command and the mach
   ``sequential(1000)`` enqueued at once (one run can only use one worker at a
   time, so parallel work needs several runs).  Aggregate steps/s = 4,000 /
   (last ``completed_at`` - first ``created_at``).  Median of ``--repeat`` batches;
-  scaling = steps/s with W workers / steps/s with 1.
+  scaling = steps/s with W workers / steps/s with 1.  Twice: each worker with
+  ``--concurrency 4`` (one worker may take all 4 runs) and with ``--concurrency 1``
+  (a worker runs one run at a time, so W workers run W runs at once).  Beside
+  each: the fraction of the machine's CPU that was busy (``/proc/stat``), since
+  the server and the workers share this machine's cores.
 - **commits per step**: ``pg_stat_database.xact_commit`` of the bench database
   before and after one 1-worker run (the bench has the database to itself), and
   the statements per step counted in-process (a 200-step run served here, with
-  psycopg's ``AsyncCursor.execute`` counted).
+  psycopg's ``AsyncCursor.execute`` counted; its commits are read once the
+  World's sessions have ended, as a session reports its counts when it ends).
 - **wake-up latency**: a child process sleeps in ``queue.wait_for_work`` (LISTEN);
   this process enqueues one message every 30 ms, stamping ``time.monotonic()``
   (one clock for every process on Linux) in the payload; the child claims it and
@@ -161,11 +166,11 @@ def server_commits(dsn: str) -> int:
 class Workers:
     """``durasim worker benchpg_module`` processes serving the bench schema."""
 
-    def __init__(self, url: str, count: int) -> None:
+    def __init__(self, url: str, count: int, concurrency: int = 4) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
         self.procs = [
             subprocess.Popen(
-                [*WORKER, "--world", url, "--concurrency", "4"],
+                [*WORKER, "--world", url, "--concurrency", str(concurrency)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 env=env,
@@ -207,29 +212,54 @@ async def wait_result(handle: Any, world: PostgresWorld) -> Any:
         await asyncio.sleep(0.02)
 
 
+def machine_ticks() -> tuple[int, int]:
+    """(all, idle) CPU ticks of the machine since boot (``/proc/stat``; iowait counts as idle)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(x) for x in stat.readline().split()[1:]]
+    return sum(ticks), ticks[3] + ticks[4]
+
+
+async def busy_batch(world: PostgresWorld, runs: int, n: int) -> tuple[float, float]:
+    """:func:`batch`, and the fraction of the machine's CPU time that was busy meanwhile."""
+    total, idle = machine_ticks()
+    rate = await batch(world, runs, n)
+    total2, idle2 = machine_ticks()
+    return rate, 1 - (idle2 - idle) / max(1, total2 - total)
+
+
 async def scaling(url: str, dsn: str, schema: str, repeat: int, n: int) -> dict[str, Any]:
     world = await PostgresWorld(dsn, schema=schema, pool_size=2).open()
     out: dict[str, Any] = {}
     try:
-        for workers in (1, 2, 4):
-            procs = Workers(url, workers)
-            try:
-                if workers == 1:
-                    singles = [await batch(world, 1, n) for _ in range(repeat)]
-                    out["one_run"] = {"steps_per_s": statistics.median(singles), "all": singles}
-                    before = server_commits(dsn)
-                    await batch(world, 1, n)
-                    await asyncio.sleep(0.6)  # the statistics collector reports a bit late
-                    out["commits_per_step"] = (server_commits(dsn) - before) / n
-                rates = [await batch(world, 4, n) for _ in range(repeat)]
-                out[f"workers_{workers}"] = {"steps_per_s": statistics.median(rates), "all": rates}
-            finally:
-                procs.stop()
-            print(f"  {workers} worker(s): {json.dumps(out[f'workers_{workers}'])}", flush=True)
+        for concurrency in (4, 1):
+            for workers in (1, 2, 4):
+                procs = Workers(url, workers, concurrency)
+                try:
+                    if workers == 1 and concurrency == 4:
+                        singles = [await batch(world, 1, n) for _ in range(repeat)]
+                        out["one_run"] = {"steps_per_s": statistics.median(singles), "all": singles}
+                        before = server_commits(dsn)
+                        await batch(world, 1, n)
+                        await asyncio.sleep(0.6)  # the statistics collector reports a bit late
+                        out["commits_per_step"] = (server_commits(dsn) - before) / n
+                    measured = [await busy_batch(world, 4, n) for _ in range(repeat)]
+                finally:
+                    procs.stop()
+                rates = [rate for rate, _ in measured]
+                key = f"workers_{workers}" + ("" if concurrency == 4 else "_c1")
+                out[key] = {
+                    "steps_per_s": statistics.median(rates),
+                    "all": rates,
+                    "machine_busy": statistics.median(b for _, b in measured),
+                }
+                print(f"  {workers} worker(s) x {concurrency}: {json.dumps(out[key])}", flush=True)
     finally:
         await world.close()
-    base = out["workers_1"]["steps_per_s"]
-    out["scaling"] = {f"{w}": out[f"workers_{w}"]["steps_per_s"] / base for w in (1, 2, 4)}
+    for suffix in ("", "_c1"):
+        base = out[f"workers_1{suffix}"]["steps_per_s"]
+        out[f"scaling{suffix}"] = {
+            f"{w}": out[f"workers_{w}{suffix}"]["steps_per_s"] / base for w in (1, 2, 4)
+        }
     return out
 
 
@@ -251,10 +281,10 @@ async def statements_per_step(dsn: str, schema: str, n: int = 200) -> dict[str, 
             assert await Worker(world).run_until_complete(handle) == n * (n - 1) // 2
         finally:
             psycopg.AsyncCursor.execute = original  # type: ignore[method-assign]
-        await asyncio.sleep(0.6)
-        commits = server_commits(dsn) - before
     finally:
-        await world.close()
+        await world.close()  # a session reports its commit count when it ends
+    await asyncio.sleep(0.6)
+    commits = server_commits(dsn) - before
     return {"statements_per_step": counts["statements"] / n, "commits_per_step": commits / n}
 
 
