@@ -584,6 +584,35 @@ def by_n(result: dict[str, Any], n: int) -> float | None:
     return None
 
 
+async def alternate(python: Path, rounds: int) -> dict[str, Any]:
+    """durasim (``power``, both sync-step modes) and DBOS, taking turns ``rounds`` times.
+
+    This VM's disk and CPU drift by 2x within minutes; measuring the two side by
+    side, round after round, puts the same drift on both, so the ratio of each
+    round is what is compared.  Each round: sequential(1000) three times on fresh
+    SQLite Worlds per mode (median), then DBOS's median of three.
+    """
+    directory = Path(tempfile.mkdtemp(prefix="durasim-bench-alternate-"))
+    out: dict[str, Any] = {"rounds": []}
+    for _ in range(rounds):
+        row: dict[str, Any] = {"bare_commits_per_s": bare_commits(directory)}
+        for mode in ("thread", "inline"):
+            limits = Limits(max_events=40_000, sync_steps=mode)
+            times = [(await timed("power", directory, sequential, 1000, limits=limits))[0]]
+            times += [(await timed("power", directory, sequential, 1000, limits=limits))[0]]
+            times += [(await timed("power", directory, sequential, 1000, limits=limits))[0]]
+            row[mode] = 1000 / median(times)
+        theirs = peer(python, "dbos_steps.py", ["--n", "1000", "--repeat", "3"])
+        row["dbos"] = theirs["results"][0]["steps_per_s"]
+        row["ratio_thread"] = row["thread"] / row["dbos"]
+        row["ratio_inline"] = row["inline"] / row["dbos"]
+        print(f"  {json.dumps(row)}", flush=True)
+        out["rounds"].append(row)
+    for key in ("ratio_thread", "ratio_inline"):
+        out[f"median_{key}"] = median([r[key] for r in out["rounds"]])
+    return out
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     quick = args.quick
     repeat = args.repeat or (2 if quick else 5)
@@ -659,6 +688,9 @@ if __name__ == "__main__":
         "--profile", metavar="WORLD", choices=WORLDS, help="only cProfile sequential(--n) on WORLD"
     )
     parser.add_argument("--n", type=int, default=1_000, help="steps for --profile")
+    parser.add_argument(
+        "--alternate", type=int, metavar="ROUNDS", help="only durasim power vs DBOS, in turns"
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.child:
@@ -667,6 +699,9 @@ if __name__ == "__main__":
             asyncio.run(child_cold(rest[0], rest[1]))
         else:
             asyncio.run(child_leak(rest[0], int(rest[1])))
+        sys.exit(0)
+    if arguments.alternate:
+        print(json.dumps(asyncio.run(alternate(arguments.peers_python, arguments.alternate))))
         sys.exit(0)
     if arguments.profile:
         directory = Path(tempfile.mkdtemp(prefix="durasim-bench-profile-"))
