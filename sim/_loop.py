@@ -14,13 +14,19 @@ one loop iteration.  There are no threads: step bodies run on this loop.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import selectors
+import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVarTuple
+
+from durasim.worlds._time import in_housekeeping
 
 from ._clock import SimClock
 
 __all__ = ["SimLoop"]
+
+_Ts = TypeVarTuple("_Ts")
 
 #: Called at each idle point with the loop; the next due loop timer (loop seconds) or None.
 IdleHook = Callable[[float | None], None]
@@ -87,15 +93,33 @@ class SimLoop(asyncio.SelectorEventLoop):
         selector.wake_fd = self._ssock.fileno()  # type: ignore[attr-defined]
         # Timers due within this much of now fire; the clock counts microseconds.
         self._clock_resolution = 1e-6
+        self._housekeeping: weakref.WeakSet[asyncio.TimerHandle] = weakref.WeakSet()
 
     def time(self) -> float:
         """Virtual seconds."""
         return self.clock.seconds()
 
+    def call_at(
+        self,
+        when: float,
+        callback: Callable[[*_Ts], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        """Schedule ``callback``; remember it if a World's housekeeping set it."""
+        handle = super().call_at(when, callback, *args, context=context)
+        if in_housekeeping():
+            self._housekeeping.add(handle)
+        return handle
+
     def _idle(self) -> None:
-        # _run_once dropped cancelled timers from the head: the head is the next due one.
+        # The next due timer that is not a World's housekeeping (see worlds.housekeeping):
+        # a pool's maintenance timers fire when the clock passes them, never move it.
         scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
-        due = scheduled[0].when() if scheduled else None
+        chores = self._housekeeping
+        due = min(
+            (h.when() for h in scheduled if not h.cancelled() and h not in chores), default=None
+        )
         if self.on_idle is None:
             if due is None:
                 raise RuntimeError("the simulation loop is idle with nothing scheduled")

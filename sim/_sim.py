@@ -203,7 +203,7 @@ class Sim:
             ``choose(fault_odds)`` answers its last value.
         max_faults: at most this many injected faults.
         max_deliveries: delivery budget.
-        max_virtual_time: virtual-time budget.
+        max_virtual_time: virtual-time budget (a ``timedelta``, or seconds).
         max_wall_seconds: wall-time budget.
         lease_seconds: how long a crashed delivery's lease lingers.
     """
@@ -221,7 +221,7 @@ class Sim:
         fault_odds: int = 20,
         max_faults: int = 3,
         max_deliveries: int = 10_000,
-        max_virtual_time: timedelta = timedelta(days=3660),
+        max_virtual_time: timedelta | float = timedelta(days=3660),
         max_wall_seconds: float = 60.0,
         lease_seconds: float = 30.0,
     ) -> None:
@@ -245,7 +245,7 @@ class Sim:
             fault_odds=fault_odds,
             max_faults=max_faults,
             max_deliveries=max_deliveries,
-            max_virtual_seconds=max_virtual_time.total_seconds(),
+            max_virtual_seconds=_seconds("max_virtual_time", max_virtual_time),
             max_wall_seconds=max_wall_seconds,
             lease_seconds=lease_seconds,
         )
@@ -640,3 +640,12 @@ async def _all_runs(store: World) -> list[Any]:
 def simulate(script: Callable[[Sim], Coroutine[Any, Any, T]], **options: Any) -> T:
     """``Sim(**options).run_sync(script)``: run one script in a fresh simulation."""
     return Sim(**options).run_sync(script)
+
+
+def _seconds(name: str, value: object) -> float:
+    """A budget given as a ``timedelta`` or a number of seconds, in seconds."""
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    raise TypeError(f"{name} must be a timedelta or a positive number of seconds, got {value!r}")

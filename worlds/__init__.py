@@ -67,7 +67,16 @@ from ._protocol import (
     World,
 )
 from ._sqlite import SQLiteWorld
-from ._time import EPOCH, Clock, CountingIds, FixedClock, IdSource, RandomIds, SystemClock
+from ._time import (
+    EPOCH,
+    Clock,
+    CountingIds,
+    FixedClock,
+    IdSource,
+    RandomIds,
+    SystemClock,
+    housekeeping,
+)
 
 if TYPE_CHECKING:
     from ._postgres import PostgresWorld
@@ -135,6 +144,7 @@ __all__ = [
     "World",
     "WorldError",
     "fold_log",
+    "housekeeping",
     "plan_batch",
     "plan_write",
     "validate_request",

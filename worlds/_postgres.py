@@ -97,7 +97,7 @@ from ._fold import fold_log
 from ._guards import Plan, plan_batch, plan_create_run, plan_write
 from ._known import KnownRuns
 from ._postgres_queue import PostgresQueue, PostgresStreams
-from ._time import Clock, IdSource, RandomIds, SystemClock, to_micros
+from ._time import Clock, IdSource, RandomIds, SystemClock, housekeeping, to_micros
 
 __all__ = ["PostgresWorld", "redact_dsn"]
 
@@ -545,7 +545,8 @@ class PostgresWorld:
                 self.queue._forget_listener()
                 self._drop_connections()
             self._loop = loop
-            self._opening = loop.create_task(self._open_pool())
+            with housekeeping():  # the pool's tasks and timers: see housekeeping()
+                self._opening = loop.create_task(self._open_pool())
         try:
             return await asyncio.shield(self._opening)
         except BaseException:

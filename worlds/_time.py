@@ -8,7 +8,10 @@ runs of one seed produce byte-identical logs.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+from collections.abc import Iterator
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -23,8 +26,35 @@ __all__ = [
     "RandomIds",
     "SystemClock",
     "from_micros",
+    "housekeeping",
+    "in_housekeeping",
     "to_micros",
 ]
+
+_HOUSEKEEPING: ContextVar[bool] = ContextVar("durasim_housekeeping", default=False)
+
+
+@contextlib.contextmanager
+def housekeeping() -> Iterator[None]:
+    """Mark the tasks and timers started inside as a World's housekeeping.
+
+    A connection pool's maintenance (shrinking, reconnecting, expiring old
+    connections) runs forever on timers.  The simulator's clock jumps to the
+    next timer whenever every task is blocked, so such timers would keep it
+    moving for ever; it leaves the ones marked here pending instead (they still
+    fire when the clock passes them).  Tasks created inside inherit the mark.
+    """
+    token = _HOUSEKEEPING.set(True)
+    try:
+        yield
+    finally:
+        _HOUSEKEEPING.reset(token)
+
+
+def in_housekeeping() -> bool:
+    """Whether the running code was started inside :func:`housekeeping`."""
+    return _HOUSEKEEPING.get()
+
 
 #: The fixed epoch virtual clocks start at (2024-01-01T00:00:00Z).
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)

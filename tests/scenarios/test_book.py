@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -25,12 +24,6 @@ def store_factory(kind: str, directory: Path) -> StoreFactory | None:
         return None
     if kind == "sqlite":
         return lambda clock, ids: SQLiteWorld(directory / "book.db", clock=clock, ids=ids)
-    if not os.environ.get("DURASIM_BOOK_PG"):
-        pytest.skip(
-            "the book on PostgreSQL is opt-in (DURASIM_BOOK_PG=1): the sim drives PostgresWorld "
-            "over real sockets now, but a run takes ~14 s a scenario here and 7 of 57 end on the "
-            "virtual-time budget (the connection pool's own timers keep virtual time moving)"
-        )
     dsn = require_postgres()
     if not SIM_CAN_DO_IO:
         pytest.skip("the simulator's loop cannot do I/O, so PostgresWorld cannot connect")
@@ -74,6 +67,10 @@ def test_scenario(scenario: Scenario, kind: str, tmp_path: Path) -> None:
     result = run_scenario(scenario, store=store_factory(kind, tmp_path))
     assert result.skipped is None, result.detail
     assert result.ok, f"{result.detail}\n\ntrace:\n{result.trace}"
+    if kind != "memory" and not scenario.known_red:
+        # The simulator tests the real store: the same script, the same trace, event for event.
+        reference = run_scenario(scenario)
+        assert result.trace == reference.trace, f"{kind} differs from memory"
 
 
 def test_the_book_is_big_and_named_uniquely() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from durasim.sim import (
     SimDeadlock,
     simulate,
 )
-from durasim.worlds import CountingIds, IdSource, RunStatus, SQLiteWorld, World
+from durasim.worlds import CountingIds, IdSource, RunStatus, SQLiteWorld, World, housekeeping
 
 
 async def _two_chains(sim: Sim) -> list[Any]:
@@ -187,3 +189,44 @@ def test_a_store_built_by_the_caller_on_the_sim_clock(tmp_path: Path) -> None:
     import asyncio
 
     asyncio.run(store.close())
+
+
+def _with_chores(marked: bool) -> tuple[str, list[float], float]:
+    """A 1-day sleep beside an endless 6-hourly chore, marked as housekeeping or not."""
+    fired: list[float] = []
+
+    async def chores() -> None:
+        while True:
+            await asyncio.sleep(6 * 3600)
+            fired.append(asyncio.get_running_loop().time())
+
+    async def script(sim: Sim) -> tuple[str, float]:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        if marked:
+            with housekeeping():
+                task = loop.create_task(chores())
+        else:
+            task = loop.create_task(chores())
+        run = await sim.start(simflows.sleepy, 1)
+        idle = await sim.run_until_idle()
+        assert (await sim.outcome(run.run_id)).value == "awake"
+        task.cancel()
+        return idle.status, loop.time() - start
+
+    status, elapsed = Sim(seed=0, max_virtual_time=timedelta(days=400)).run_sync(script)
+    return status, fired, elapsed
+
+
+def test_a_worlds_housekeeping_timers_fire_but_never_move_the_clock() -> None:
+    """A pool's maintenance timers (worlds.housekeeping) must not keep virtual time going."""
+    status, fired, elapsed = _with_chores(marked=True)
+    assert status == "idle"
+    assert elapsed == 86400  # the sleep moved the clock; the chores did not move it further
+    # The chore due at 6 h fired once the clock had passed it: at the jump to 24 h.
+    assert fired == [86400.0]
+    # Unmarked, the same chore is work to wait for: the clock runs to the budget.
+    status, fired, elapsed = _with_chores(marked=False)
+    assert status == "budget"
+    assert elapsed >= 400 * 86400
+    assert len(fired) >= 1600
