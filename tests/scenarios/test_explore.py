@@ -268,3 +268,24 @@ def test_explore_runs_over_a_sqlite_world(tmp_path: Path) -> None:
     assert result.ok, result.render()
     assert result.stats.examples == 30
     assert sum(result.stats.faults.values()) > 0
+
+
+def test_explore_runs_over_a_postgres_world() -> None:
+    """Exploration drives PostgresWorld over real sockets, faults included (issue 9)."""
+    from _postgres_support import new_schema, require_postgres
+
+    from durasim.worlds import PostgresWorld
+
+    dsn = require_postgres()
+    result = explore(
+        flows.ten_steps,
+        5,
+        max_examples=15,
+        seed=4,
+        world_factory=lambda clock, ids: PostgresWorld(
+            dsn, schema=new_schema(), clock=clock, ids=ids, pool_size=2
+        ),
+    )
+    assert result.ok, result.render()
+    assert result.stats.examples == 15
+    assert sum(result.stats.faults.values()) > 0
