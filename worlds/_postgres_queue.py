@@ -51,6 +51,8 @@ MESSAGE_COLUMNS = (
 )
 #: Candidates a claim locks per round trip.
 _CLAIM_BATCH = 4
+#: Times a claim that found nothing but a run another claim was deciding looks again.
+_CONTENDED_RETRIES = 20
 #: How long an idle worker waits before trying again when it cannot LISTEN.
 _RELISTEN_SECONDS = 0.5
 
@@ -157,8 +159,11 @@ class PostgresQueue(_Facet):
         if not isinstance(queue_prefix, str):
             raise InvalidRequest(f"queue_prefix must be a str, got {queue_prefix!r}")
         limit = w._max_deliveries
+        contended = False
 
         async def body(conn: Conn) -> Delivery | None:
+            nonlocal contended
+            contended = False
             now = w._clock.now()
             now_us = to_micros(now)
             after: tuple[int, int] | None = None
@@ -173,8 +178,11 @@ class PostgresQueue(_Facet):
                 rows = await cur.fetchall()
                 for row in rows:
                     message = _message_from_row(row)
-                    if message.orchestrator and await self._run_busy(conn, message, now_us):
-                        continue
+                    if message.orchestrator:
+                        busy = await self._run_busy(conn, message, now_us)
+                        if busy is not None:
+                            contended = contended or busy == "deciding"
+                            continue
                     if limit is not None and message.attempt >= limit:
                         await conn.execute(
                             f"INSERT INTO dead_letters ({MESSAGE_COLUMNS}) "
@@ -201,24 +209,36 @@ class PostgresQueue(_Facet):
                     return None
                 after = (rows[-1][9], rows[-1][10])
 
-        return await w._transact(body)
+        # "Nothing due" must not be the answer while a due message was only skipped
+        # because another claim was deciding for its run at that instant (that claim
+        # may leave it): look again once that short transaction has ended.
+        for attempt in range(_CONTENDED_RETRIES + 1):
+            delivery = await w._transact(body)
+            if delivery is not None or not contended:
+                return delivery
+            await asyncio.sleep(0.001 * (attempt + 1))
+        return None
 
-    async def _run_busy(self, conn: Conn, message: Message, now_us: int) -> bool:
-        """Whether another orchestrator delivery of the message's run holds a live lease."""
+    async def _run_busy(self, conn: Conn, message: Message, now_us: int) -> str | None:
+        """Why the message's run cannot take another orchestrator delivery now, or ``None``.
+
+        ``"leased"``: another orchestrator delivery of the run holds a live lease;
+        ``"deciding"``: another claim is deciding for the run right now.
+        """
         cur = await conn.execute(
             "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))",
             (f"durasim-orchestrator:{self._w.schema}:{message.run_id}",),
         )
         row = await cur.fetchone()
         if row is None or not row[0]:
-            return True  # another claim is deciding for this run right now
+            return "deciding"
         # A new statement: its snapshot includes whatever the previous lock holder committed.
         cur = await conn.execute(
             "SELECT 1 FROM messages WHERE orchestrator AND run_id = %s "
             "AND lease_expires_at > %s AND message_id <> %s LIMIT 1",
             (message.run_id, now_us, message.message_id),
         )
-        return await cur.fetchone() is not None
+        return "leased" if await cur.fetchone() is not None else None
 
     async def ack(self, delivery: Delivery) -> None:
         async def body(conn: Conn) -> int:

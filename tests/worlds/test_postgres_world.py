@@ -335,3 +335,44 @@ async def test_step_writes_survive_killed_connections_and_none_lands_twice(dsn: 
         world._check()
     finally:
         await world.close()
+
+
+async def test_a_claim_looks_again_when_another_claim_was_deciding_for_the_run(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A due orchestrator message skipped only because another claim held its run is found.
+
+    (Before: the claim answered "nothing due", and a worker went idle with work waiting.)
+    """
+    from durasim.worlds import _postgres_queue
+
+    schema = new_schema()
+    world = await PostgresWorld(dsn, schema=schema).open()
+    deciding = asyncio.Event()
+    original = _postgres_queue.PostgresQueue._run_busy
+
+    async def watched(*args: Any) -> Any:
+        busy = await original(*args)
+        if busy == "deciding":
+            deciding.set()
+        return busy
+
+    monkeypatch.setattr(_postgres_queue.PostgresQueue, "_run_busy", watched)
+    try:
+        message_id = await world.queue.enqueue("work", b"o", run_id="r1", orchestrator=True)
+        other = await psycopg.AsyncConnection.connect(dsn)  # a transaction: holds the xact lock
+        try:
+            await other.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"durasim-orchestrator:{schema}:r1",),
+            )
+            claiming = asyncio.create_task(world.queue.claim())
+            await asyncio.wait_for(deciding.wait(), 30)  # a guard: it is set within ms
+            await other.commit()  # the other claim ends without taking the message
+        finally:
+            await other.close()
+        delivery = await claiming
+        assert delivery is not None
+        assert delivery.message_id == message_id
+    finally:
+        await world.close()
