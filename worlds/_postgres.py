@@ -106,9 +106,11 @@ Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
 EVENT_COLUMNS = "run_id, seq, type, created_at, correlation_id, in_band, data, blob"
 _RUN_SELECT = f"SELECT {codec.RUN_COLUMNS}, seq, seq_in_band FROM runs WHERE run_id = %s"
+_EVENT_INSERT_COLUMNS = (
+    "run_id, seq, type, created_at, correlation_id, in_band, data, blob, resume_id, write_id"
+)
 _INSERT_EVENT = (
-    "INSERT INTO events (run_id, seq, type, created_at, correlation_id, in_band, data, blob, "
-    "resume_id, write_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    f"INSERT INTO events ({_EVENT_INSERT_COLUMNS}) VALUES ({codec.marks(_EVENT_INSERT_COLUMNS)})"
 )
 _INSERT_RUN = (
     f"INSERT INTO runs ({codec.RUN_COLUMNS}, seq, seq_in_band) "
@@ -136,7 +138,9 @@ _UPSERT_STEP = _upsert("steps", codec.STEP_COLUMNS, "run_id, step_id")
 _UPSERT_HOOK = _upsert("hooks", codec.HOOK_COLUMNS, "run_id, hook_id")
 _UPSERT_WAIT = _upsert("waits", codec.WAIT_COLUMNS, "run_id, wait_id")
 
-_EVENT_TYPES = ("bigint", "text", "bigint", "text", "boolean", "text", "bytea", "text")
+_EVENT_TYPES = (
+    "text", "bigint", "text", "bigint", "text", "boolean", "text", "bytea", "text", "text",
+)  # fmt: skip
 _STEP_TYPES = (
     "text", "text", "text", "text", "bytea", "integer", "bytea", "bytea",
     "bigint", "bigint", "bigint", "bigint", "bigint", "boolean",
@@ -175,15 +179,8 @@ def _fast_write(events: int, new: int, known: int) -> str:
     RETURNING run_id
 )""",
         f""", e AS (
-    INSERT INTO events (run_id, seq, type, created_at, correlation_id, in_band, data, blob,
-        write_id)
-    SELECT g.run_id, u.* FROM g, {
-            _values(
-                _EVENT_TYPES,
-                events,
-                "seq, type, created_at, correlation_id, in_band, data, blob, write_id",
-            )
-        }
+    INSERT INTO events ({_EVENT_INSERT_COLUMNS})
+    SELECT u.* FROM g, {_values(_EVENT_TYPES, events, _EVENT_INSERT_COLUMNS)}
 )""",
     ]
     if new:
@@ -228,12 +225,31 @@ def redact_dsn(dsn: str) -> str:
     return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
 
 
-class _View:
-    """The guards' StateView over rows the write prefetched under the run's lock."""
+class _RunView:
+    """What both of the guards' views answer alike: the run, its counters, whether a step exists."""
 
     def __init__(self, run: Run | None, counters: Snapshot) -> None:
         self._run = run
         self._counters = counters
+
+    def run(self) -> Run | None:
+        return self._run
+
+    def counters(self) -> Snapshot:
+        return self._counters
+
+    def step(self, step_id: str) -> Step | None:
+        raise NotImplementedError
+
+    def has_step(self, step_id: str) -> bool:
+        return self.step(step_id) is not None
+
+
+class _View(_RunView):
+    """The guards' StateView over rows the write prefetched under the run's lock."""
+
+    def __init__(self, run: Run | None, counters: Snapshot) -> None:
+        super().__init__(run, counters)
         self.steps: dict[str, Step | None] = {}
         self.hooks: dict[str, Hook | None] = {}
         self.waits: dict[str, Wait | None] = {}
@@ -329,15 +345,6 @@ class _View:
             raise AssertionError(f"PostgresWorld did not prefetch {what} {key!r}")
         return table[key]
 
-    def run(self) -> Run | None:
-        return self._run
-
-    def counters(self) -> Snapshot:
-        return self._counters
-
-    def has_step(self, step_id: str) -> bool:
-        return self.step(step_id) is not None
-
     def step(self, step_id: str) -> Step | None:
         return self._known(self.steps, step_id, "step")  # type: ignore[no-any-return]
 
@@ -362,6 +369,29 @@ class _View:
         return self.waiting
 
 
+def _event_rows(plan: Plan, write_id: str) -> list[tuple[Any, ...]]:
+    """The plan's events as ``events`` rows; the first carries the write id (see _landed_check)."""
+    rows = []
+    for i, event in enumerate(plan.events):
+        data, blob = codec.encode_event(event)
+        resume_id = event.data.get("resume_id") if event.type is EventType.HOOK_RECEIVED else None
+        rows.append(
+            (
+                event.run_id,
+                event.seq,
+                event.type.value,
+                to_micros(event.created_at),
+                event.correlation_id,
+                event.in_band,
+                data,
+                blob,
+                resume_id,
+                write_id if i == 0 else None,
+            )
+        )
+    return rows
+
+
 class _Unknown(Exception):
     """The remembered state cannot answer: decide the write under the row lock instead."""
 
@@ -370,7 +400,7 @@ class _Stale(Exception):
     """The remembered state was out of date: the one-statement write wrote nothing."""
 
 
-class _KnownView:
+class _KnownView(_RunView):
     """The guards' StateView over what this process remembers of a run (:class:`KnownRuns`).
 
     A step it does not remember is taken to be new; the write then inserts it
@@ -380,19 +410,9 @@ class _KnownView:
     """
 
     def __init__(self, run: Run, counters: Snapshot, steps: dict[str, Step] | None) -> None:
-        self._run = run
-        self._counters = counters
+        super().__init__(run, counters)
         self._steps = steps or {}
         self.assumed_new: set[str] = set()
-
-    def run(self) -> Run | None:
-        return self._run
-
-    def counters(self) -> Snapshot:
-        return self._counters
-
-    def has_step(self, step_id: str) -> bool:
-        return self.step(step_id) is not None
 
     def step(self, step_id: str) -> Step | None:
         step = self._steps.get(step_id)
@@ -728,26 +748,7 @@ class PostgresWorld:
             raise RunNotFound(f"run {run_id!r} does not exist", run_id=run_id)
 
     async def _store(self, conn: Conn, plan: Plan, *, write_id: str, new: bool) -> None:
-        rows = []
-        for i, event in enumerate(plan.events):
-            data, blob = codec.encode_event(event)
-            resume_id = (
-                event.data.get("resume_id") if event.type is EventType.HOOK_RECEIVED else None
-            )
-            rows.append(
-                (
-                    event.run_id,
-                    event.seq,
-                    event.type.value,
-                    to_micros(event.created_at),
-                    event.correlation_id,
-                    event.in_band,
-                    data,
-                    blob,
-                    resume_id,
-                    write_id if i == 0 else None,
-                )
-            )
+        rows = _event_rows(plan, write_id)
         async with conn.cursor() as cur:
             await cur.executemany(_INSERT_EVENT, rows)
             run = plan.run
@@ -839,21 +840,7 @@ class PostgresWorld:
             return None
         if not plan.events or not view.assumed_new <= plan.steps.keys():
             return None
-        events = []
-        for i, event in enumerate(plan.events):
-            data, blob = codec.encode_event(event)
-            events.append(
-                (
-                    event.seq,
-                    event.type.value,
-                    to_micros(event.created_at),
-                    event.correlation_id,
-                    event.in_band,
-                    data,
-                    blob,
-                    write_id if i == 0 else None,
-                )
-            )
+        events = _event_rows(plan, write_id)
         new = [codec.step_to_row(s) for k, s in plan.steps.items() if k in view.assumed_new]
         old = [codec.step_to_row(s) for k, s in plan.steps.items() if k not in view.assumed_new]
         full = codec.run_to_row(plan.run)
@@ -945,6 +932,16 @@ class _Facet:
     def __init__(self, world: PostgresWorld) -> None:
         self._w = world
 
+    async def _of_run(self, run_id: str, query: str, args: tuple[Any, ...]) -> list[Any]:
+        """The rows ``query`` returns, once the run is known to exist (else RunNotFound)."""
+
+        async def body(conn: Conn) -> list[tuple[Any, ...]]:
+            await self._w._require_run(conn, run_id)
+            cur = await conn.execute(query, args)
+            return await cur.fetchall()
+
+        return await self._w._read(body)
+
 
 class _Runs(_Facet):
     async def get(self, run_id: str) -> Run:
@@ -995,44 +992,34 @@ class _Runs(_Facet):
 
 class _Steps(_Facet):
     async def get(self, run_id: str, step_id: str) -> Step:
-        async def body(conn: Conn) -> tuple[Any, ...] | None:
-            await self._w._require_run(conn, run_id)
-            cur = await conn.execute(
-                f"SELECT {codec.STEP_COLUMNS} FROM steps WHERE run_id = %s AND step_id = %s",
-                (run_id, step_id),
-            )
-            return await cur.fetchone()
-
-        row = await self._w._read(body)
-        if row is None:
+        rows = await self._of_run(
+            run_id,
+            f"SELECT {codec.STEP_COLUMNS} FROM steps WHERE run_id = %s AND step_id = %s",
+            (run_id, step_id),
+        )
+        if not rows:
             raise StepNotFound(f"run {run_id!r} has no step {step_id!r}", run_id=run_id)
-        return codec.step_from_row(row)
+        return codec.step_from_row(rows[0])
 
     async def list(self, run_id: str) -> tuple[Step, ...]:
-        async def body(conn: Conn) -> list[tuple[Any, ...]]:
-            await self._w._require_run(conn, run_id)
-            cur = await conn.execute(
-                f"SELECT {codec.STEP_COLUMNS} FROM steps WHERE run_id = %s ORDER BY ord", (run_id,)
-            )
-            return await cur.fetchall()
-
-        return tuple(codec.step_from_row(r) for r in await self._w._read(body))
+        rows = await self._of_run(
+            run_id,
+            f"SELECT {codec.STEP_COLUMNS} FROM steps WHERE run_id = %s ORDER BY ord",
+            (run_id,),
+        )
+        return tuple(codec.step_from_row(r) for r in rows)
 
 
 class _Hooks(_Facet):
     async def get(self, run_id: str, hook_id: str) -> Hook:
-        async def body(conn: Conn) -> tuple[Any, ...] | None:
-            await self._w._require_run(conn, run_id)
-            cur = await conn.execute(
-                f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE run_id = %s AND hook_id = %s",
-                (run_id, hook_id),
-            )
-            return await cur.fetchone()
-
-        row = await self._w._read(body)
-        if row is None:
+        rows = await self._of_run(
+            run_id,
+            f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE run_id = %s AND hook_id = %s",
+            (run_id, hook_id),
+        )
+        if not rows:
             raise HookNotFound(f"run {run_id!r} has no hook {hook_id!r}", run_id=run_id)
-        return codec.hook_from_row(row)
+        return codec.hook_from_row(rows[0])
 
     async def get_by_token(self, token: str) -> Hook:
         async def body(conn: Conn) -> tuple[Any, ...] | None:
@@ -1051,40 +1038,32 @@ class _Hooks(_Facet):
         return codec.hook_from_row(row)
 
     async def list(self, run_id: str) -> tuple[Hook, ...]:
-        async def body(conn: Conn) -> list[tuple[Any, ...]]:
-            await self._w._require_run(conn, run_id)
-            cur = await conn.execute(
-                f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE run_id = %s ORDER BY ord", (run_id,)
-            )
-            return await cur.fetchall()
-
-        return tuple(codec.hook_from_row(r) for r in await self._w._read(body))
+        rows = await self._of_run(
+            run_id,
+            f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE run_id = %s ORDER BY ord",
+            (run_id,),
+        )
+        return tuple(codec.hook_from_row(r) for r in rows)
 
 
 class _Waits(_Facet):
     async def get(self, run_id: str, wait_id: str) -> Wait:
-        async def body(conn: Conn) -> tuple[Any, ...] | None:
-            await self._w._require_run(conn, run_id)
-            cur = await conn.execute(
-                f"SELECT {codec.WAIT_COLUMNS} FROM waits WHERE run_id = %s AND wait_id = %s",
-                (run_id, wait_id),
-            )
-            return await cur.fetchone()
-
-        row = await self._w._read(body)
-        if row is None:
+        rows = await self._of_run(
+            run_id,
+            f"SELECT {codec.WAIT_COLUMNS} FROM waits WHERE run_id = %s AND wait_id = %s",
+            (run_id, wait_id),
+        )
+        if not rows:
             raise WaitNotFound(f"run {run_id!r} has no wait {wait_id!r}", run_id=run_id)
-        return codec.wait_from_row(row)
+        return codec.wait_from_row(rows[0])
 
     async def list(self, run_id: str) -> tuple[Wait, ...]:
-        async def body(conn: Conn) -> list[tuple[Any, ...]]:
-            await self._w._require_run(conn, run_id)
-            cur = await conn.execute(
-                f"SELECT {codec.WAIT_COLUMNS} FROM waits WHERE run_id = %s ORDER BY ord", (run_id,)
-            )
-            return await cur.fetchall()
-
-        return tuple(codec.wait_from_row(r) for r in await self._w._read(body))
+        rows = await self._of_run(
+            run_id,
+            f"SELECT {codec.WAIT_COLUMNS} FROM waits WHERE run_id = %s ORDER BY ord",
+            (run_id,),
+        )
+        return tuple(codec.wait_from_row(r) for r in rows)
 
 
 class _Events(_Facet):

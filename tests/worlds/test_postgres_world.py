@@ -112,6 +112,21 @@ def _terminate(dsn: str, schema: str) -> int:
     return len(rows)
 
 
+async def _killer(dsn: str, schema: str, stop: asyncio.Event, *, times: int, every: float) -> int:
+    """Kill the World's sessions ``times`` times, ``every`` s apart, until ``stop``; how many.
+
+    Often enough to cut writes mid-flight, rarely enough to let them progress (a
+    real server's pace: these pauses are not simulated time).
+    """
+    killed = 0
+    for _ in range(times):
+        if stop.is_set():
+            break
+        killed += await asyncio.to_thread(_terminate, dsn, schema)
+        await asyncio.sleep(every)
+    return killed
+
+
 async def test_writes_survive_killed_connections_and_none_lands_twice(dsn: str) -> None:
     schema = new_schema()
     world = await PostgresWorld(dsn, schema=schema, pool_size=4).open()
@@ -121,22 +136,13 @@ async def test_writes_survive_killed_connections_and_none_lands_twice(dsn: str) 
         await world.events.create("r", req("hook_created", "h", token="tok-kill"))
         stop = asyncio.Event()
 
-        async def killer() -> int:
-            killed = 0
-            for _ in range(30):  # often enough to cut writes mid-flight, rarely enough to progress
-                if stop.is_set():
-                    break
-                killed += await asyncio.to_thread(_terminate, dsn, schema)
-                await asyncio.sleep(0.03)
-            return killed
-
         async def resume(i: int) -> int:
             # No resume_id: a write applied twice would show as an extra event.
             result = await world.events.create("r", req("hook_received", "h", payload=b"%d" % i))
             assert result.event is not None
             return result.event.seq
 
-        kill = asyncio.create_task(killer())
+        kill = asyncio.create_task(_killer(dsn, schema, stop, times=30, every=0.03))
         seqs = []
         for batch in range(10):
             seqs += await asyncio.gather(*(resume(batch * 8 + i) for i in range(8)))
@@ -304,17 +310,7 @@ async def test_step_writes_survive_killed_connections_and_none_lands_twice(dsn: 
             "r", [req("step_created", "s0", step_name="f", input=b""), req("step_started", "s0")]
         )
         stop = asyncio.Event()
-
-        async def killer() -> int:
-            killed = 0
-            for _ in range(40):  # often enough to cut writes mid-flight, rarely enough to progress
-                if stop.is_set():
-                    break
-                killed += await asyncio.to_thread(_terminate, dsn, schema)
-                await asyncio.sleep(0.02)
-            return killed
-
-        kill = asyncio.create_task(killer())
+        kill = asyncio.create_task(_killer(dsn, schema, stop, times=40, every=0.02))
         steps = 400
         for i in range(steps):
             result = await world.events.create_batch(
