@@ -44,6 +44,7 @@ from durasim.worlds import (
     EventRequest,
     EventType,
     InBandSuperseded,
+    Payload,
     RunExpired,
     RunNotFound,
     StaleView,
@@ -64,6 +65,7 @@ from ._replay import (
     StepCommand,
     StepState,
     WaitCommand,
+    WaitState,
 )
 from ._signals import mark_cancelled
 from ._steps import StepOutcome, execute_step, exhausted
@@ -342,25 +344,30 @@ async def _deliver(
     attempt: int,
     min_seq: int = 0,
 ) -> None:
-    if (await world.runs.get(run_id)).status.terminal:
+    run = await world.runs.get(run_id)  # its name and input never change
+    if run.status.terminal:
         # Ended (a redelivery, a wake-up queued before the end, a cancel): the
         # run row is the fold of the log, so the log need not be read.
         _take_kept(world, run_id)  # nothing more to continue
         report.status = "finished"
         return
     kept = _take_kept(world, run_id) if limits.keep_replays else None
+    held = len(kept.events) if kept is not None else 0
     try:
         if kept is not None:
-            # Only the events since the last delivery: the log is append-only.
-            new, new_in_band = await load_log(world, run_id, after_seq=len(kept.events))
-            events, seq_in_band = kept.events + new, kept.in_band + new_in_band
+            # Only the events since the last delivery: the log is append-only,
+            # and the kept list is this delivery's to extend (it was taken).
+            new, new_in_band = await load_log(world, run_id, after_seq=held)
+            events, seq_in_band = kept.events, kept.in_band + new_in_band
+            events.extend(new)
         else:
-            events, seq_in_band = await load_log(world, run_id)
+            new, seq_in_band = await load_log(world, run_id)
+            events = new
     except CorruptedLog as exc:
         await _fail_unfenced(world, run_id, exc, "CORRUPTED_EVENT_LOG")
         report.status = "finished"
         return
-    if _terminal(events) is not None:
+    if _terminal(new) is not None:  # a kept prefix holds no end: it was kept suspended
         report.status = "finished"
         return
     if len(events) < min_seq:
@@ -372,11 +379,11 @@ async def _deliver(
             min_seq,
         )
         if kept is not None:
+            del events[held:]
             _keep(world, run_id, kept)  # still valid: it covers a prefix of what was read
         report.status = "unavailable"
         return
     writer = _Writer(world, run_id, events, seq_in_band)
-    run = await world.runs.get(run_id)
     if attempt > limits.max_deliveries:
         await _fail(
             writer,
@@ -499,12 +506,24 @@ async def _drive(  # noqa: PLR0917 -- one private call site
         if last and replay.busy_seconds <= limits.replay_budget:
             # Nothing else in flight: hand the outcome to the workflow first
             # and commit it with whatever the workflow does next (one commit).
-            return await _commit_ahead(world, writer, replay, outcome, limits, launch)
-        await _write_outcome(writer, outcome)
+            return await _commit_ahead(world, writer, replay, outcome.request, limits, launch)
+        await _write_outcome(writer, outcome.request)
         return False
 
     written_before = writer.written
-    await _complete_due_waits(world, writer, replay)
+    due = _due_waits(world, writer, replay)
+    if len(due) == 1 and replay.busy_seconds <= limits.replay_budget:
+        # One timer fired (a sleep): its completion commits with what follows.
+        request = EventRequest.of("wait_completed", due[0].correlation_id)
+        # The World stamps the completion with the wait's resume_at.
+        data = request.data.replace(resume_at=due[0].resume_at)
+        if await _commit_ahead(world, writer, replay, request, limits, launch, data=data):
+            report.status = "finished"
+            return "done"
+    else:
+        for wait in due:
+            if not writer.stale:
+                await writer.write(EventRequest.of("wait_completed", wait.correlation_id))
     try:
         while True:
             if writer.ended:
@@ -639,23 +658,27 @@ async def _run_step(
     return outcome
 
 
-async def _write_outcome(writer: _Writer, outcome: StepOutcome) -> None:
+async def _write_outcome(writer: _Writer, request: EventRequest) -> None:
     # EntityConflict: the step already has an outcome (a concurrent executor won).
     with contextlib.suppress(EntityConflict):
-        await writer.write(outcome.request)
+        await writer.write(request)
 
 
 async def _commit_ahead(  # noqa: PLR0917 -- one private call site
     world: World,
     writer: _Writer,
     replay: Replay,
-    outcome: StepOutcome,
+    request: EventRequest,
     limits: Limits,
     launch: Callable[[list[Event]], None],
+    *,
+    data: Payload | None = None,
 ) -> bool:
-    """Run ahead: feed a step's outcome before it commits, commit it with what follows.
+    """Run ahead: feed an outcome before it commits, commit it with what follows.
 
-    The outcome is delivered to the live workflow as the event it will become
+    ``request`` is a step's outcome or a due wait's ``wait_completed`` (``data``:
+    what the event will carry, when the World adds to the request's).  It is
+    delivered to the live workflow as the event it will become
     (next position, this moment as its time); the workflow's next commands (or
     its end) are batched behind it, and the batch is written strictly: with the
     time the workflow saw (``occurred_at``) and only if nothing else landed
@@ -663,7 +686,6 @@ async def _commit_ahead(  # noqa: PLR0917 -- one private call site
     log replayed cold.  Returns whether the run ended.
     """
     at = world.clock.now()
-    request = outcome.request
     provisional = Event(
         run_id=writer.run_id,
         seq=len(writer.events) + 1,
@@ -671,13 +693,13 @@ async def _commit_ahead(  # noqa: PLR0917 -- one private call site
         created_at=at,
         correlation_id=request.correlation_id,
         in_band=True,
-        data=request.data,
+        data=request.data if data is None else data,
     )
     try:
         replay.deliver(provisional)
     except ReplayDivergence as exc:
         log.warning("%s", exc)
-        await _write_outcome(writer, outcome)
+        await _write_outcome(writer, request)
         writer.stale = True
         return False
     requests = [request]
@@ -698,7 +720,7 @@ async def _commit_ahead(  # noqa: PLR0917 -- one private call site
         )
     except (StaleView, EntityConflict) as exc:
         log.info("run %s: could not run ahead (%s); writing the outcome alone", writer.run_id, exc)
-        await _write_outcome(writer, outcome)
+        await _write_outcome(writer, request)
         writer.stale = True  # the replay saw the outcome at a position it may not have
         return False
     if not written or written[0] != provisional:
@@ -826,17 +848,21 @@ def _request(command: StepCommand | WaitCommand, *, inline: bool = True) -> Even
     return EventRequest.of("wait_created", command.correlation_id, resume_at=command.resume_at)
 
 
-async def _complete_due_waits(world: World, writer: _Writer, replay: Replay) -> None:
-    """Complete the due waits the workflow still awaits (the live replay says which).
+def _due_waits(world: World, writer: _Writer, replay: Replay) -> list[WaitState]:
+    """The due waits the workflow still awaits (the live replay says which), in order.
 
     A timer the workflow cancelled (a lost race, a timeout that no longer
     matters) is left alone: completing it would add an event no replay at a
     later time could reproduce.
     """
+    if writer.stale:
+        return []
     now = world.clock.now()
-    for wait in sorted(replay.open_waits(), key=lambda w: (w.resume_at, w.order)):
-        if wait.resume_at <= now and not wait.handle.cancelled() and not writer.stale:
-            await writer.write(EventRequest.of("wait_completed", wait.correlation_id))
+    return [
+        wait
+        for wait in sorted(replay.open_waits(), key=lambda w: (w.resume_at, w.order))
+        if wait.resume_at <= now and not wait.handle.cancelled()
+    ]
 
 
 async def _schedule_wake(world: World, writer: _Writer, replay: Replay) -> datetime | None:

@@ -95,13 +95,17 @@ async def fork_hook_before_timeout(sim: Sim) -> None:
 
 @scenario("fork-hook-after-timeout")
 async def fork_hook_after_timeout(sim: Sim) -> None:
-    """The payload commits after wait_completed, before the branch commits: timeout branch.
+    """The payload commits right after the wake-up's commit: timeout branch.
 
-    Log: wait_completed, hook_received, branch#1 ("timeout"), run_completed.
+    The wake-up runs ahead: wait_completed commits in one batch with what the
+    timeout branch does next, so no payload can land between the timer and the
+    branch it decides. The branch step's own commit then meets the payload
+    (StaleView) and is written alone. Log: wait_completed, branch#1 ("timeout"),
+    hook_received, run_completed.
     """
     run_id = await _fork_with_hook_at(sim, wf.fork, "doc-17", "after")
     log = await short_log(sim, run_id)
-    expect_order(log, "wait_completed sleep#1", "hook_received hook#1", "step_created branch#1")
+    expect_order(log, "wait_completed sleep#1", "step_created branch#1", "hook_received hook#1")
     await expect_outcome(sim, run_id, "completed", "timeout")
     await finish(sim, run_id)
 
@@ -158,16 +162,17 @@ async def count_hook_before_timeout(sim: Sim) -> None:
 async def count_hook_after_timeout(sim: Sim) -> None:
     """Mirror of count-hook-before-timeout: the timeout branch writes three steps.
 
-    Log: wait_completed, hook_received, tally#1, tally#2, tally#3, run_completed;
-    value [1, 4, 9].
+    The payload lands right after the wake-up's batch (wait_completed and
+    tally#1). Log: wait_completed, tally#1, hook_received, tally#2, tally#3,
+    run_completed; value [1, 4, 9].
     """
     run_id = await _fork_with_hook_at(sim, wf.count_fork, "doc-21", "after")
     log = await short_log(sim, run_id)
     expect_order(
         log,
         "wait_completed sleep#1",
-        "hook_received hook#1",
         "step_created tally#1",
+        "hook_received hook#1",
         "step_created tally#2",
         "step_created tally#3",
         "run_completed",
