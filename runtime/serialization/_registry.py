@@ -201,7 +201,9 @@ def _register_durasim_errors(registry: ClassRegistry) -> None:
 
     for module in (worlds, _errors):
         for name in module.__all__:
-            obj = getattr(module, name)
+            # vars(), not getattr(): a lazily imported name (PostgresWorld, which
+            # imports psycopg) is no error and must not be imported here.
+            obj = vars(module).get(name)
             if isinstance(obj, type) and issubclass(obj, worlds.DurasimError):
                 registry.register(obj, class_id=f"error//durasim//{name}")
 
