@@ -24,16 +24,20 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from ._errors import WorkflowSandboxError
 
-__all__ = ["RunDeterminism", "active", "now"]
+__all__ = ["RunDeterminism", "active", "now", "wall_monotonic", "wall_perf_counter"]
 
 _state = threading.local()
+
+#: The real clocks, taken before any redirection: for timing the engine itself
+#: (and cheaper than the redirected ``time`` functions, which look for a run first).
+wall_perf_counter = time.perf_counter
+wall_monotonic = time.monotonic
 
 
 def active() -> RunDeterminism | None:
@@ -49,16 +53,27 @@ class RunDeterminism:
         self.random = random.Random(seed)  # noqa: S311 -- replayable, not secret
         self.clock = clock
 
-    @contextmanager
-    def active(self) -> Iterator[None]:
+    def active(self) -> _Active:
         """Make this run's clock and randomness the thread's while workflow code runs."""
         _install_once()
-        previous = getattr(_state, "run", None)
-        _state.run = self
-        try:
-            yield
-        finally:
-            _state.run = previous
+        return _Active(self)
+
+
+class _Active:
+    """The context manager :meth:`RunDeterminism.active` returns (a class: it runs often)."""
+
+    __slots__ = ("_previous", "_run")
+
+    def __init__(self, run: RunDeterminism) -> None:
+        self._run = run
+        self._previous: RunDeterminism | None = None
+
+    def __enter__(self) -> None:
+        self._previous = getattr(_state, "run", None)
+        _state.run = self._run
+
+    def __exit__(self, *exc: object) -> None:
+        _state.run = self._previous
 
 
 def now() -> datetime:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +28,7 @@ import attrs
 from durasim.worlds import Event, EventType
 
 from ._authoring import STEP_CALLER, StepDef, WorkflowDef
-from ._determinism import RunDeterminism
+from ._determinism import RunDeterminism, wall_perf_counter
 from ._errors import ReplayDivergence
 from ._hooks import HookConflict, HookState, new_token
 from ._loop import WorkflowLoop
@@ -255,10 +254,10 @@ class Replay:
 
     def _run(self) -> None:
         # Measured outside the sandbox: inside it, perf_counter is the run's clock.
-        began = time.perf_counter()
+        began = wall_perf_counter()
         with self.determinism.active():
             self.loop.run_ready()
-        self.busy_seconds += time.perf_counter() - began
+        self.busy_seconds += wall_perf_counter() - began
 
     # -- outcome ------------------------------------------------------------------------
 

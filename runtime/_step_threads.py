@@ -32,9 +32,10 @@ import contextvars
 import os
 import queue
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
+
+from ._determinism import wall_perf_counter
 
 __all__ = ["MAX_THREADS", "QUICK_WAIT", "run_in_step_thread"]
 
@@ -87,12 +88,12 @@ class _StepThread:
         get = self.jobs.get
         while True:
             job = get()
-            began = time.perf_counter()
+            began = wall_perf_counter()
             try:
                 job.result = job.context.run(job.fn, *job.args, **job.kwargs)
             except BaseException as exc:  # handed to the awaiting task, which re-raises it
                 job.error = exc
-            job.elapsed = time.perf_counter() - began
+            job.elapsed = wall_perf_counter() - began
             job.fn = job.args = job.kwargs = job.context = None  # type: ignore[assignment]
             # Back on the idle list before the loop can hand out the next job.
             _idle.append(self)

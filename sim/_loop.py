@@ -44,21 +44,30 @@ class _SimSelector(selectors.BaseSelector):
     def __init__(self, loop: SimLoop) -> None:
         self._loop = loop
         self._real = selectors.DefaultSelector()
-        self.wake_fd: int | None = None  # the loop's self-pipe: not the World's I/O
+        # Registrations: the loop's self-pipe (always; not a World's I/O) and sockets.
+        self._watched = 0
 
     def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        return self._real.register(fileobj, events, data)
+        key = self._real.register(fileobj, events, data)
+        self._watched += 1
+        return key
 
     def unregister(self, fileobj: Any) -> selectors.SelectorKey:
-        return self._real.unregister(fileobj)
+        key = self._real.unregister(fileobj)
+        self._watched -= 1
+        return key
 
     def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
         return self._real.modify(fileobj, events, data)
 
     def _io_in_flight(self) -> bool:
-        return any(key.fd != self.wake_fd for key in self._real.get_map().values())
+        return self._watched > 1  # anything besides the self-pipe
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout == 0 and not self._io_in_flight():
+            # Callbacks are ready and no World socket is watched: nothing to poll
+            # (the self-pipe only wakes a blocked select; it is read at the idle point).
+            return []
         ready = self._real.select(0)
         if ready or timeout == 0:
             return ready
@@ -90,7 +99,6 @@ class SimLoop(asyncio.SelectorEventLoop):
         self.on_idle: IdleHook | None = None
         selector = _SimSelector(self)
         super().__init__(selector)
-        selector.wake_fd = self._ssock.fileno()  # type: ignore[attr-defined]
         # Timers due within this much of now fire; the clock counts microseconds.
         self._clock_resolution = 1e-6
         self._housekeeping: weakref.WeakSet[asyncio.TimerHandle] = weakref.WeakSet()

@@ -35,6 +35,11 @@ class QueueSlot:
     #: While a live delivery holds the lease it never expires by itself.
     lease_live: bool = False
     lease_expires_at: int | None = None  # micros, once the lease is no longer live
+    #: ``message.available_at`` in micros (kept by the queue whenever it changes the message).
+    available: int = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.available = to_micros(self.message.available_at)
 
     def claimable_at(self) -> int:
         """When the message may be claimed (micros), ignoring the per-run rule."""
@@ -42,7 +47,7 @@ class QueueSlot:
             if self.lease_live or self.lease_expires_at is None:
                 return 2**63
             return self.lease_expires_at
-        return to_micros(self.message.available_at)
+        return self.available
 
 
 class SimQueue:
@@ -62,6 +67,11 @@ class SimQueue:
         self._dead: list[Message] = []
         #: Called after every enqueue (the scheduler's wake-up).
         self.on_change: Callable[[], None] | None = None
+        # The scheduler asks claimable() and next_due_micros() at every point of
+        # every World call; the answers change only with the slots or the clock.
+        self._version = 0
+        self._memo: dict[tuple[object, ...], object] = {}
+        self._memo_at = (0, -1)  # (version, clock micros) the memo holds answers for
 
     # --- the QueueFacet contract -------------------------------------------
 
@@ -107,6 +117,7 @@ class SimQueue:
         expires = self._clock.micros + round(check_delay(lease_seconds) * 1_000_000)
         if not slot.lease_live:
             slot.lease_expires_at = expires
+            self._changed()
         at = self._clock.now() + timedelta(seconds=lease_seconds)
         return attrs.evolve(delivery, lease_expires_at=at)
 
@@ -156,6 +167,7 @@ class SimQueue:
         )
         self._order += 1
         self._slots[message.message_id] = QueueSlot(message=message, order=self._order)
+        self._changed()
         if idempotency_key is not None:
             self._keys[idempotency_key] = message.message_id
         if self.on_change is not None:
@@ -184,8 +196,26 @@ class SimQueue:
             and (s.lease_live or (s.lease_expires_at is not None and s.lease_expires_at > now))
         }
 
-    def claimable(self, *, queue_prefix: str = "", ignore_leases: bool = False) -> list[QueueSlot]:
+    def _changed(self) -> None:
+        self._version += 1
+
+    def _answers(self) -> dict[tuple[object, ...], object]:
+        at = (self._version, self._clock.micros)
+        if at != self._memo_at:
+            self._memo.clear()
+            self._memo_at = at
+        return self._memo
+
+    def claimable(
+        self, *, queue_prefix: str = "", ignore_leases: bool = False
+    ) -> tuple[QueueSlot, ...]:
         """Slots claimable now, in claim order (due time, then enqueue order)."""
+        answers, key = self._answers(), ("claimable", queue_prefix, ignore_leases)
+        if key not in answers:
+            answers[key] = self._claimable(queue_prefix, ignore_leases)
+        return answers[key]  # type: ignore[return-value]
+
+    def _claimable(self, queue_prefix: str, ignore_leases: bool) -> tuple[QueueSlot, ...]:
         now = self._clock.micros
         busy = set() if ignore_leases else self._busy_runs(now)
         due = [
@@ -194,7 +224,7 @@ class SimQueue:
             if s.message.queue_name.startswith(queue_prefix) and s.claimable_at() <= now
         ]
         due.sort(key=lambda s: (s.claimable_at(), s.order))
-        return [s for s in due if not (s.message.orchestrator and s.message.run_id in busy)]
+        return tuple(s for s in due if not (s.message.orchestrator and s.message.run_id in busy))
 
     def next_due_micros(self, *, queue_prefix: str = "") -> int | None:
         """The earliest time (micros) a message becomes claimable, per-run rule included.
@@ -203,6 +233,12 @@ class SimQueue:
         only once that lease expires (never, while it is live): a due time in
         the past that the gate keeps closed would make the clock stand still.
         """
+        answers, key = self._answers(), ("next_due", queue_prefix)
+        if key not in answers:
+            answers[key] = self._next_due(queue_prefix)
+        return answers[key]  # type: ignore[return-value]
+
+    def _next_due(self, queue_prefix: str) -> int | None:
         now = self._clock.micros
         gates: dict[str, int] = {}
         for s in self._slots.values():
@@ -233,6 +269,7 @@ class SimQueue:
         slot.lease_live = live
         expires = self._clock.micros + round(lease_seconds * 1_000_000)
         slot.lease_expires_at = None if live else expires
+        self._changed()
         at = self._clock.now() + timedelta(seconds=lease_seconds)
         return Delivery(message=slot.message, lease_id=slot.lease_id, lease_expires_at=at)
 
@@ -243,6 +280,7 @@ class SimQueue:
             return
         slot.lease_live = False
         slot.lease_expires_at = self._clock.micros + round(after * 1_000_000)
+        self._changed()
 
     def open_gate(self, message_id: str) -> None:
         """Stop this lease from gating its run, without making the message claimable."""
@@ -250,12 +288,14 @@ class SimQueue:
         if slot is not None and slot.lease_id is not None:
             slot.lease_live = False
             slot.lease_expires_at = None
+            self._changed()
 
     def drop(self, message_id: str) -> Message | None:
         """Lose a message, as a faulty queue would; returns it."""
         slot = self._slots.pop(message_id, None)
         if slot is None:
             return None
+        self._changed()
         if slot.message.idempotency_key is not None:
             self._keys.pop(slot.message.idempotency_key, None)
         return slot.message
@@ -266,6 +306,8 @@ class SimQueue:
         slot.message = attrs.evolve(
             slot.message, available_at=slot.message.available_at + timedelta(seconds=seconds)
         )
+        slot.available = to_micros(slot.message.available_at)
+        self._changed()
 
     def _held(self, delivery: Delivery) -> QueueSlot:
         slot = self._slots.get(delivery.message_id)
@@ -290,5 +332,7 @@ class SimQueue:
             slot.message,
             available_at=self._clock.now() + timedelta(seconds=check_delay(release_after)),
         )
+        slot.available = to_micros(slot.message.available_at)
+        self._changed()
         if self.on_change is not None:
             self.on_change()

@@ -17,13 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import attrs
 
 from durasim.runtime import Limits, deliver
+from durasim.runtime._determinism import wall_monotonic
 from durasim.runtime._metadata import STEP_METADATA
 from durasim.runtime._queued import run_queued_step
 from durasim.runtime._wake import STEP_QUEUE, wake_message
@@ -162,7 +162,7 @@ class Scheduler:
         self._calls = 0
         self._withhold_armed: list[tuple[int, str | None]] = []
         self._hidden: dict[tuple[str, int], int] = {}
-        self._wall_start = time.monotonic()
+        self._wall_start = wall_monotonic()
         self._closing = False
         self._tasks: list[asyncio.Task[Any]] = []
         #: The script's task (set by Sim.run_sync), cancelled on a deadlock.
@@ -186,7 +186,7 @@ class Scheduler:
             raise Crashed
         run_id, requests, token = _describe(call, args, kwargs)
         writers = _writers(actor, requests)
-        types = tuple(r.type.value for r in requests)
+        types = tuple(r.type._value_ for r in requests)
         correlation_ids = tuple(r.correlation_id for r in requests if r.correlation_id)
         self._calls += 1
         seq = self._calls
@@ -210,7 +210,7 @@ class Scheduler:
         committed = self._committed(writers, result)
         if committed:
             run_id = run_id or committed[0].run_id
-            types += tuple(e.type.value for e in committed if e.type.value not in types)
+            types += tuple(e.type._value_ for e in committed if e.type not in types)
         if call == "events.list" and self._hidden:
             result = self._stale_read(writers[0], result)
         after = self._point(seq, call, "after", writers, run_id, types, correlation_ids, token)
@@ -363,7 +363,7 @@ class Scheduler:
         in_body = STEP_METADATA.get() is not None
         for event in events:
             writer = writers[0] if in_body else writers[-1]
-            if event.type.value in _OUTCOMES and event.correlation_id:
+            if event.type in _OUTCOMES and event.correlation_id:
                 name = step_short_name(event.correlation_id)
                 writer = next((w for w in writers if w.kind == STEP and w.name == name), writer)
             self.trace.event(event, writer.label)
@@ -424,7 +424,7 @@ class Scheduler:
         if self._closing:
             self._idle_closing(timer)
             return
-        if self.halted is None and time.monotonic() - self._wall_start > self.max_wall_seconds:
+        if self.halted is None and wall_monotonic() - self._wall_start > self.max_wall_seconds:
             self.halt(f"wall-time budget of {self.max_wall_seconds} s exceeded")
         if self.halted is None:
             candidates = self._candidates()
@@ -762,8 +762,10 @@ def _describe(
 
 def _writers(actor: Actor, requests: list[EventRequest]) -> tuple[Writer, ...]:
     base = actor.writer
-    found: list[Writer] = []
     meta = STEP_METADATA.get()
+    if meta is None and not any(r.type in _OUTCOMES for r in requests):
+        return (base,)
+    found: list[Writer] = []
     if meta is not None:
         found.append(
             Writer(
@@ -774,7 +776,7 @@ def _writers(actor: Actor, requests: list[EventRequest]) -> tuple[Writer, ...]:
             )
         )
     for request in requests:
-        if request.type.value in _OUTCOMES and request.correlation_id:
+        if request.type in _OUTCOMES and request.correlation_id:
             found.append(
                 Writer(
                     kind=STEP,
