@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
@@ -89,9 +89,6 @@ class WaitStatus(enum.StrEnum):
 
 def _frozen_attrs(value: Mapping[str, str] | None) -> Payload:
     return Payload(value or {})
-
-
-_E = TypeVar("_E")
 
 
 @attrs.frozen(kw_only=True)
@@ -339,20 +336,6 @@ class StreamInfo:
     closed: bool
 
 
-_INIT_FIELDS: dict[type, tuple[tuple[tuple[str, str], ...], frozenset[str]]] = {}
-
-
-def evolve(value: _E, **changes: Any) -> _E:
-    """``attrs.evolve`` for the fold (entities change by copy), with each class's fields
-    looked up once: every event the World folds makes a copy or two.
-    """
-    cls = type(value)
-    known = _INIT_FIELDS.get(cls)
-    if known is None:
-        pairs = tuple((a.name, a.alias) for a in attrs.fields(cls) if a.init)
-        known = _INIT_FIELDS[cls] = (pairs, frozenset(name for name, _ in pairs))
-    fields, names = known
-    if not names.issuperset(changes):
-        raise TypeError(f"{cls.__name__} has no field(s) {sorted(set(changes) - names)}")
-    get = changes.get
-    return cls(**{alias: get(name, getattr(value, name)) for name, alias in fields})
+def evolve(value: Any, **changes: Any) -> Any:
+    """``attrs.evolve`` re-exported for the fold: entities change by copy."""
+    return attrs.evolve(value, **changes)

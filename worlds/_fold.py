@@ -14,17 +14,7 @@ from datetime import datetime
 
 import attrs
 
-from ._entities import (
-    Hook,
-    HookStatus,
-    Run,
-    RunStatus,
-    Step,
-    StepStatus,
-    Wait,
-    WaitStatus,
-    evolve,
-)
+from ._entities import Hook, HookStatus, Run, RunStatus, Step, StepStatus, Wait, WaitStatus
 from ._events import RUN_TERMINAL_TYPES, Event, EventType
 
 __all__ = ["FoldedRun", "apply", "fold_into", "fold_log"]
@@ -57,12 +47,12 @@ def _release(
     hooks: Iterable[Hook], waits: Iterable[Wait], at: datetime
 ) -> tuple[list[Hook], list[Wait]]:
     released_hooks = [
-        evolve(h, status=HookStatus.RELEASED, updated_at=at)
+        attrs.evolve(h, status=HookStatus.RELEASED, updated_at=at)
         for h in hooks
         if h.status is HookStatus.ACTIVE
     ]
     released_waits = [
-        evolve(w, status=WaitStatus.RELEASED, updated_at=at)
+        attrs.evolve(w, status=WaitStatus.RELEASED, updated_at=at)
         for w in waits
         if w.status is WaitStatus.WAITING
     ]
@@ -107,7 +97,7 @@ def apply(
         return None, [], [], []
     if kind is T.RUN_STARTED:
         return (
-            evolve(
+            attrs.evolve(
                 run,
                 status=RunStatus.RUNNING,
                 started_at=run.started_at or at,
@@ -122,7 +112,7 @@ def apply(
             [],
         )
     if kind in RUN_TERMINAL_TYPES:
-        done = evolve(
+        done = attrs.evolve(
             run,
             status=_TERMINAL_STATUS[kind],
             output=data.get("output"),
@@ -141,7 +131,7 @@ def apply(
                 merged.pop(key, None)
             else:
                 merged[key] = value
-        return evolve(run, attributes=merged, updated_at=at), [], [], []
+        return attrs.evolve(run, attributes=merged, updated_at=at), [], [], []
     cid = event.correlation_id
     assert cid is not None or kind is T.NOOP
     if kind is T.STEP_CREATED:
@@ -166,7 +156,7 @@ def apply(
         return (
             run,
             [
-                evolve(
+                attrs.evolve(
                     step,
                     status=StepStatus.RUNNING,
                     attempt=step.attempt + 1,
@@ -181,7 +171,7 @@ def apply(
     if kind is T.STEP_RETRYING:
         if step is None:
             return run, [], [], []
-        changed = evolve(
+        changed = attrs.evolve(
             step,
             status=StepStatus.PENDING,
             error=data["error"],
@@ -193,7 +183,7 @@ def apply(
         if step is None:
             return run, [], [], []
         if kind is T.STEP_COMPLETED:
-            changed = evolve(
+            changed = attrs.evolve(
                 step,
                 status=StepStatus.COMPLETED,
                 output=data["result"],
@@ -201,7 +191,7 @@ def apply(
                 updated_at=at,
             )
         else:
-            changed = evolve(
+            changed = attrs.evolve(
                 step, status=StepStatus.FAILED, error=data["error"], completed_at=at, updated_at=at
             )
         return run, [changed], [], []
@@ -226,13 +216,13 @@ def apply(
         return (
             run,
             [],
-            [evolve(hook, received_count=hook.received_count + 1, updated_at=at)],
+            [attrs.evolve(hook, received_count=hook.received_count + 1, updated_at=at)],
             [],
         )
     if kind is T.HOOK_DISPOSED:
         if hook is None or hook.status is not HookStatus.ACTIVE:
             return run, [], [], []
-        return run, [], [evolve(hook, status=HookStatus.DISPOSED, updated_at=at)], []
+        return run, [], [attrs.evolve(hook, status=HookStatus.DISPOSED, updated_at=at)], []
     if kind is T.WAIT_CREATED:
         if wait is not None:
             return run, [], [], []
@@ -253,7 +243,7 @@ def apply(
             run,
             [],
             [],
-            [evolve(wait, status=WaitStatus.COMPLETED, completed_at=at, updated_at=at)],
+            [attrs.evolve(wait, status=WaitStatus.COMPLETED, completed_at=at, updated_at=at)],
         )
     # hook_conflict and noop change no entity.
     return run, [], [], []
