@@ -45,6 +45,7 @@ from durasim.worlds import (
     EventType,
     InBandSuperseded,
     Payload,
+    Run,
     RunExpired,
     RunNotFound,
     StaleView,
@@ -240,6 +241,7 @@ class _Kept:
     replay: Replay
     events: list[Event]
     in_band: int
+    run: Run
 
 
 #: Suspended runs whose replay a process keeps, per World (least recently used dropped).
@@ -344,14 +346,16 @@ async def _deliver(
     attempt: int,
     min_seq: int = 0,
 ) -> None:
-    run = await world.runs.get(run_id)  # its name and input never change
-    if run.status.terminal:
-        # Ended (a redelivery, a wake-up queued before the end, a cancel): the
-        # run row is the fold of the log, so the log need not be read.
-        _take_kept(world, run_id)  # nothing more to continue
-        report.status = "finished"
-        return
     kept = _take_kept(world, run_id) if limits.keep_replays else None
+    if kept is not None:
+        run = kept.run  # its name and input never change; the log read below shows an end
+    else:
+        run = await world.runs.get(run_id)
+        if run.status.terminal:
+            # Ended (a redelivery, a wake-up queued before the end, a cancel): the
+            # run row is the fold of the log, so the log need not be read.
+            report.status = "finished"
+            return
     held = len(kept.events) if kept is not None else 0
     try:
         if kept is not None:
@@ -431,7 +435,7 @@ async def _deliver(
         if outcome != "stale":
             report.events_written = writer.written
             if limits.keep_replays and report.status == "suspended" and _settled(writer, replay):
-                _keep(world, run_id, _Kept(replay, writer.events, writer.expected))
+                _keep(world, run_id, _Kept(replay, writer.events, writer.expected, run))
             return
         log.info(
             "run %s: events from another writer landed amid this delivery's writes; "
