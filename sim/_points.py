@@ -39,10 +39,12 @@ class Writer:
     run_id: str | None = None
     name: str = ""
     delivery: int = 0
+    #: ``orch d1``, ``step:charge d1``, ``external``: how traces name it (made once:
+    #: the trace asks for it at every event).
+    label: str = attrs.field(init=False, eq=False, repr=False)
 
-    @property
-    def label(self) -> str:
-        """``orch d1``, ``step:charge d1``, ``external``: how traces name it."""
+    @label.default
+    def _label(self) -> str:
         if self.kind == ORCHESTRATOR:
             base = "orch"
         elif self.kind == STEP:

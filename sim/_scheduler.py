@@ -360,10 +360,10 @@ class Scheduler:
             events = list(result.events)
         else:
             return []
-        in_body = STEP_METADATA.get() is not None
+        default = writers[0] if STEP_METADATA.get() is not None else writers[-1]
         for event in events:
-            writer = writers[0] if in_body else writers[-1]
-            if event.type in _OUTCOMES and event.correlation_id:
+            writer = default
+            if len(writers) > 1 and event.type in _OUTCOMES and event.correlation_id:
                 name = step_short_name(event.correlation_id)
                 writer = next((w for w in writers if w.kind == STEP and w.name == name), writer)
             self.trace.event(event, writer.label)

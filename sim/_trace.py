@@ -58,17 +58,26 @@ class Trace:
 
     def __init__(self, clock: SimClock) -> None:
         self._clock = clock
-        self.entries: list[TraceEntry] = []
+        # Rows as plain tuples (kind, at, text, event, writer): a trace nobody reads
+        # costs one tuple per line; entries are built when asked for.
+        self._rows: list[tuple[str, float, str, Event | None, str]] = []
+        self._entries: list[TraceEntry] = []
+
+    @property
+    def entries(self) -> list[TraceEntry]:
+        """Every line so far, oldest first (a new list each time)."""
+        rows, entries = self._rows, self._entries
+        for kind, at, text, event, writer in rows[len(entries) :]:
+            entries.append(TraceEntry(kind=kind, at=at, text=text, event=event, writer=writer))
+        return list(entries)
 
     def add(self, kind: str, text: str) -> None:
         """A non-event line."""
-        self.entries.append(TraceEntry(kind=kind, at=self._clock.elapsed, text=text))
+        self._rows.append((kind, self._clock.elapsed, text, None, ""))
 
     def event(self, event: Event, writer: str) -> None:
         """A committed event."""
-        self.entries.append(
-            TraceEntry(kind="event", at=self._clock.elapsed, event=event, writer=writer)
-        )
+        self._rows.append(("event", self._clock.elapsed, "", event, writer))
 
     def lines(self) -> list[str]:
         """The rendered lines."""
