@@ -120,6 +120,10 @@ class SimLoop(asyncio.SelectorEventLoop):
             self._housekeeping.add(handle)
         return handle
 
+    def io_in_flight(self) -> bool:
+        """Whether a task waits on a World's socket (the loop then waits for it in wall time)."""
+        return self._selector._io_in_flight()  # type: ignore[attr-defined]
+
     def _idle(self) -> None:
         # The next due timer that is not a World's housekeeping (see worlds.housekeeping):
         # a pool's maintenance timers fire when the clock passes them, never move it.

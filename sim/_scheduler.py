@@ -299,6 +299,9 @@ class Scheduler:
             # round trip through the loop. Same choices, same trace.
             return
         self._parked[point.ordinal] = parked
+        if not parked.held and not parked.fail and self._idle_next() and self._decide(parked):
+            self._parked.pop(point.ordinal, None)
+            return
         try:
             await parked.future
         finally:
@@ -311,6 +314,44 @@ class Scheduler:
                 "nothing was written: retry",
                 run_id=point.run_id,
             )
+
+    def _idle_next(self) -> bool:
+        """Whether, once this task parks, the loop's next step is the idle point.
+
+        True when nothing else is ready, no loop timer is due, no World socket
+        is watched and no fault or budget question is pending: the idle point
+        would then choose among exactly the candidates there are now.
+        """
+        if self.faults_left > 0 or self.halted is not None or self._closing:
+            return False
+        loop = self.loop
+        if loop._ready or loop.io_in_flight():  # type: ignore[attr-defined]
+            return False
+        scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
+        return not (scheduled and scheduled[0].when() < loop.time() + _LOOP_RESOLUTION)
+
+    def _decide(self, parked: Parked) -> bool:
+        """Make the idle point's choice here, without the trip through the loop.
+
+        The candidates, their order and the question asked are the idle
+        point's (``parked`` is the newest parked task); whether ``parked``
+        itself was chosen to go on.  Another choice is acted on (resumed or
+        launched) and ``parked`` waits for its turn as it would have.
+        """
+        self._check_wall_budget()
+        if self.halted is not None:
+            return False  # the idle point reports it
+        candidates = self._candidates()
+        labels = [_label(c) for c in candidates] if self._labeled is not None else ()
+        chosen = candidates[self._choose(len(candidates), "schedule", labels)]
+        if chosen is parked:
+            return True
+        self._act(chosen)
+        return False
+
+    def _check_wall_budget(self) -> None:
+        if self.halted is None and wall_monotonic() - self._wall_start > self.max_wall_seconds:
+            self.halt(f"wall-time budget of {self.max_wall_seconds} s exceeded")
 
     def _alone(self) -> bool:
         """Whether the running task is the only thing that could run now."""
@@ -426,8 +467,7 @@ class Scheduler:
         if self._closing:
             self._idle_closing(timer)
             return
-        if self.halted is None and wall_monotonic() - self._wall_start > self.max_wall_seconds:
-            self.halt(f"wall-time budget of {self.max_wall_seconds} s exceeded")
+        self._check_wall_budget()
         if self.halted is None:
             candidates = self._candidates()
             if not candidates:

@@ -21,6 +21,7 @@ from durasim.sim import (
     Sim,
     SimClock,
     SimDeadlock,
+    _scheduler,  # the shortcuts under test are private
     simulate,
 )
 from durasim.worlds import CountingIds, IdSource, RunStatus, SQLiteWorld, World, housekeeping
@@ -47,6 +48,39 @@ def test_the_same_seed_gives_the_same_trace_ten_times() -> None:
 def test_different_seeds_interleave_differently() -> None:
     hashes = {_hash(seed) for seed in range(8)}
     assert len(hashes) > 1
+
+
+async def _mixed(sim: Sim) -> None:
+    await sim.start(simflows.fan_out, 3)
+    await sim.start(simflows.sleep_loop, 3, 5.0)
+    await sim.start(simflows.chain, 4)
+    await sim.start(simflows.hook_or_timeout, "tok-mixed", 30.0)
+    await sim.run_until_idle()
+
+
+def test_choices_made_without_the_loop_are_the_idle_points_choices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scheduler decides at a point when the idle point would come next; same answers.
+
+    With the shortcuts off, every choice goes through the loop's idle point:
+    the traces and the choices asked must be the same, faults or not.
+    """
+
+    def runs() -> list[tuple[str, list[tuple[int, int]]]]:
+        found = []
+        for seed in range(6):
+            for faults in ((), ("crash", "fail", "duplicate", "expire_lease", "withhold")):
+                sim = Sim(seed=seed, faults=faults, fault_odds=6)
+                sim.run_sync(_mixed)
+                found.append((sim.trace_hash, sim.choices_made))
+        return found
+
+    quick = runs()
+    monkeypatch.setattr(_scheduler.Scheduler, "_alone", lambda self: False)
+    monkeypatch.setattr(_scheduler.Scheduler, "_idle_next", lambda self: False)
+    assert runs() == quick
+    assert sum(len(choices) for _, choices in quick) > 100  # there were choices to make
 
 
 def test_fifo_and_sequences_are_choice_sources() -> None:
