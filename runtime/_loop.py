@@ -131,6 +131,10 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
             _state.loop = previous
             events._set_running_loop(outer)
 
+    def has_ready(self) -> bool:
+        """Whether any callback is scheduled (workflow code would run)."""
+        return bool(self._ready)
+
     def fire_timer(self, handle: asyncio.TimerHandle) -> None:
         """Run a timer's callback now (its durable wait completed)."""
         if not handle.cancelled():

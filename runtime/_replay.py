@@ -253,6 +253,8 @@ class Replay:
         self._run()
 
     def _run(self) -> None:
+        if not self.loop.has_ready():
+            return  # the event woke nothing (a step_created, say): no workflow code to run
         # Measured outside the sandbox: inside it, perf_counter is the run's clock.
         began = wall_perf_counter()
         with self.determinism.active():
