@@ -23,7 +23,7 @@ def step_short_name(step_or_correlation_id: str) -> str:
     return name.split("#", 1)[0]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, cache_hash=True)
 class Writer:
     """Who made a World call.
 

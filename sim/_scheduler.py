@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import json
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
@@ -153,7 +154,10 @@ class Scheduler:
         #: Every fault the choice source injected, by kind, in order.
         self.injected: list[str] = []
         self._labeled = getattr(choices, "choose_labeled", None)
-        self.history: list[Point] = []
+        # Points passed, in order; one passed with nobody looking is kept as its
+        # fields (a tuple) and built into a Point when the history is read.
+        self._history: list[Point | tuple[Any, ...]] = []
+        self._built = 0  # _history[:_built] are Points
         self.rejections: list[Rejection] = []
         self.deliveries: dict[int, DeliveryRecord] = {}
         self.halted: str | None = None
@@ -189,12 +193,11 @@ class Scheduler:
         run_id, requests, token = _describe(call, args, kwargs)
         writers = _writers(actor, requests)
         types = tuple(r.type._value_ for r in requests)
-        correlation_ids = tuple(r.correlation_id for r in requests if r.correlation_id)
+        cids = tuple(r.correlation_id for r in requests if r.correlation_id)
         self._calls += 1
         seq = self._calls
-        point = self._point(seq, call, "before", writers, run_id, types, correlation_ids, token)
         try:
-            await self.at(actor, point)
+            await self._pass(actor, seq, call, "before", writers, run_id, types, cids, token)
         except InjectedFault as exc:
             self._reject(seq, writers[0], call, types, exc)
             raise
@@ -202,12 +205,10 @@ class Scheduler:
             result = await method(*args, **kwargs)
         except WorldError as exc:
             self._reject(seq, writers[0], call, types, exc)
-            failed = attrs.evolve(
-                self._point(seq, call, "after", writers, run_id, types, correlation_ids, token),
-                failed=True,
-                error=type(exc).__name__,
+            error = type(exc).__name__
+            await self._pass(
+                actor, seq, call, "after", writers, run_id, types, cids, token, True, error
             )
-            await self.at(actor, failed)
             raise
         committed = self._committed(writers, result)
         if committed:
@@ -215,8 +216,7 @@ class Scheduler:
             types += tuple(e.type._value_ for e in committed if e.type not in types)
         if call == "events.list" and self._hidden:
             result = self._stale_read(writers[0], result)
-        after = self._point(seq, call, "after", writers, run_id, types, correlation_ids, token)
-        await self.at(actor, after)
+        await self._pass(actor, seq, call, "after", writers, run_id, types, cids, token)
         return result
 
     async def _direct(
@@ -239,36 +239,30 @@ class Scheduler:
         self._committed((external,), result)
         return result
 
-    def _point(  # noqa: PLR0917 -- a record constructor
-        self,
-        seq: int,
-        call: str,
-        phase: str,
-        writers: tuple[Writer, ...],
-        run_id: str | None,
-        types: tuple[str, ...],
-        correlation_ids: tuple[str, ...],
-        token: str | None,
-    ) -> Point:
+    @property
+    def history(self) -> list[Point]:
+        """Every point passed, in order."""
+        history = self._history
+        for index in range(self._built, len(history)):
+            fields = history[index]
+            if isinstance(fields, tuple):
+                history[index] = _point(fields)
+        self._built = len(history)
+        return history  # type: ignore[return-value]  # all built above
+
+    async def _pass(self, actor: Actor, *fields: Any) -> None:
+        """One interception point; ``fields``: a Point's, after its ordinal (see _point)."""
         self._ordinal += 1
-        return Point(
-            ordinal=self._ordinal,
-            seq=seq,
-            call=call,
-            phase=phase,
-            writer=writers[0],
-            writers=writers,
-            run_id=run_id,
-            types=types,
-            correlation_ids=correlation_ids,
-            token=token,
-        )
+        if not self._watches and self._alone():
+            # Nothing else could run and nobody looks: go on (see at()); the
+            # Point is built only if the history is read.
+            self._history.append((self._ordinal, *fields))
+            return
+        await self.at(actor, _point((self._ordinal, *fields)))
 
     async def at(self, actor: Actor, point: Point) -> None:
         """Record ``point``, fire the script's watches, park until the scheduler says go."""
-        self.history.append(point)
-        if not self._watches and self._alone():
-            return  # see below: nothing else could run, nothing to ask
+        self._history.append(point)
         parked = Parked(point=point, future=self.loop.create_future(), actor=actor)
         crash = False
         if self._watches:
@@ -783,6 +777,27 @@ class Scheduler:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def _point(fields: tuple[Any, ...]) -> Point:
+    """A Point from (ordinal, seq, call, phase, writers, run_id, types, correlation ids,
+    token[, failed, error])."""
+    ordinal, seq, call, phase, writers, run_id, types, correlation_ids, token, *failure = fields
+    failed, error = failure or (False, None)
+    return Point(
+        ordinal=ordinal,
+        seq=seq,
+        call=call,
+        phase=phase,
+        writer=writers[0],
+        writers=writers,
+        run_id=run_id,
+        types=types,
+        correlation_ids=correlation_ids,
+        token=token,
+        failed=failed,
+        error=error,
+    )
+
+
 def _label(candidate: Parked | QueueSlot) -> str:
     """A candidate's stable name for labeled choice sources: its writer, or its message."""
     if isinstance(candidate, Parked):
@@ -812,6 +827,12 @@ def _describe(
     return run_id, requests, token
 
 
+@functools.lru_cache(maxsize=4096)
+def _step_writer(run_id: str | None, step: str, delivery: int) -> Writer:
+    """The writer of a step body (``step``: its name or correlation id); shared, immutable."""
+    return Writer(kind=STEP, run_id=run_id, name=step_short_name(step), delivery=delivery)
+
+
 def _writers(actor: Actor, requests: list[EventRequest]) -> tuple[Writer, ...]:
     base = actor.writer
     meta = STEP_METADATA.get()
@@ -819,24 +840,10 @@ def _writers(actor: Actor, requests: list[EventRequest]) -> tuple[Writer, ...]:
         return (base,)
     found: list[Writer] = []
     if meta is not None:
-        found.append(
-            Writer(
-                kind=STEP,
-                run_id=meta.run_id,
-                name=step_short_name(meta.step_name),
-                delivery=base.delivery,
-            )
-        )
+        found.append(_step_writer(meta.run_id, meta.step_name, base.delivery))
     for request in requests:
         if request.type in _OUTCOMES and request.correlation_id:
-            found.append(
-                Writer(
-                    kind=STEP,
-                    run_id=base.run_id,
-                    name=step_short_name(request.correlation_id),
-                    delivery=base.delivery,
-                )
-            )
+            found.append(_step_writer(base.run_id, request.correlation_id, base.delivery))
     if not found or found[0] != base:
         found.append(base)
     return tuple(dict.fromkeys(found))
