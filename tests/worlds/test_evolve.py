@@ -1,0 +1,85 @@
+"""The fold's entity copier: the same entity as ``attrs.evolve``, errors for unknown fields."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import attrs
+import pytest
+
+from durasim.worlds import (
+    EPOCH,
+    Hook,
+    HookStatus,
+    Run,
+    RunStatus,
+    Step,
+    StepStatus,
+    Wait,
+    WaitStatus,
+)
+from durasim.worlds._entities import evolve
+
+LATER = EPOCH + timedelta(seconds=5)
+
+ENTITIES = [
+    Run(
+        run_id="wrun_1",
+        workflow_name="workflow//m//f",
+        status=RunStatus.PENDING,
+        input=b"dj1:\x01[]",
+        attributes={"a": "1"},
+        created_at=EPOCH,
+        updated_at=EPOCH,
+    ),
+    Step(
+        run_id="wrun_1",
+        step_id="step//m//s#1",
+        step_name="step//m//s",
+        status=StepStatus.PENDING,
+        input=b"dj1:\x01[]",
+        attempt=0,
+        inline=True,
+        created_at=EPOCH,
+        updated_at=EPOCH,
+    ),
+    Hook(
+        run_id="wrun_1",
+        hook_id="hook#1",
+        token="tok",
+        status=HookStatus.ACTIVE,
+        created_at=EPOCH,
+        updated_at=EPOCH,
+    ),
+    Wait(
+        run_id="wrun_1",
+        wait_id="sleep#1",
+        status=WaitStatus.WAITING,
+        resume_at=LATER,
+        created_at=EPOCH,
+        updated_at=EPOCH,
+    ),
+]
+
+
+@pytest.mark.parametrize("entity", ENTITIES, ids=lambda e: type(e).__name__)
+def test_every_field_changed_or_kept_as_attrs_would(entity: object) -> None:
+    for field in attrs.fields(type(entity)):
+        if not field.init:
+            continue
+        value = getattr(entity, field.name)
+        changes = {field.name: value, "updated_at": LATER}
+        assert evolve(entity, **changes) == attrs.evolve(entity, **changes)
+    assert evolve(entity) == entity
+    assert evolve(entity) is not entity
+
+
+def test_an_unknown_field_is_refused_by_name() -> None:
+    with pytest.raises(TypeError, match=r"Step has no field\(s\) \['colour'\]"):
+        evolve(ENTITIES[1], colour="red", status=StepStatus.RUNNING)
+
+
+def test_a_change_is_seen_and_the_rest_kept() -> None:
+    step = evolve(ENTITIES[1], status=StepStatus.RUNNING, attempt=1, updated_at=LATER)
+    assert (step.status, step.attempt, step.updated_at) == (StepStatus.RUNNING, 1, LATER)
+    assert (step.step_id, step.input, step.created_at) == ("step//m//s#1", b"dj1:\x01[]", EPOCH)
