@@ -81,8 +81,9 @@ class _Facet:
         call = f"{self._name}.{method}"
         interceptor = self._interceptor
 
-        async def forward(*args: Any, **kwargs: Any) -> Any:
-            return await interceptor.call(call, fn, args, kwargs)
+        def forward(*args: Any, **kwargs: Any) -> Awaitable[Any]:
+            # The interceptor's coroutine itself: no coroutine of our own around it.
+            return interceptor.call(call, fn, args, kwargs)
 
         forward.__name__ = method
         setattr(self, method, forward)
