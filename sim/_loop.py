@@ -122,7 +122,8 @@ class SimLoop(asyncio.SelectorEventLoop):
 
     def io_in_flight(self) -> bool:
         """Whether a task waits on a World's socket (the loop then waits for it in wall time)."""
-        return self._selector._io_in_flight()  # type: ignore[attr-defined]
+        selector: _SimSelector = self._selector  # type: ignore[attr-defined]
+        return selector._io_in_flight()
 
     def _idle(self) -> None:
         # The next due timer that is not a World's housekeeping (see worlds.housekeeping):
