@@ -30,6 +30,7 @@ from durasim.runtime._queued import run_queued_step
 from durasim.runtime._wake import STEP_QUEUE, wake_message
 from durasim.worlds import (
     BatchResult,
+    Event,
     EventPage,
     EventRequest,
     EventResult,
@@ -192,8 +193,11 @@ class Scheduler:
             raise Crashed
         run_id, requests, token = _describe(call, args, kwargs)
         writers = _writers(actor, requests)
-        types = tuple(r.type._value_ for r in requests)
-        cids = tuple(r.correlation_id for r in requests if r.correlation_id)
+        if requests:
+            types = tuple(r.type._value_ for r in requests)
+            cids = tuple(r.correlation_id for r in requests if r.correlation_id)
+        else:
+            types = cids = ()
         self._calls += 1
         seq = self._calls
         try:
@@ -404,12 +408,17 @@ class Scheduler:
                 name = step_short_name(event.correlation_id)
                 writer = next((w for w in writers if w.kind == STEP and w.name == name), writer)
             self.trace.event(event, writer.label)
-            for index, (reads, run_id) in enumerate(self._withhold_armed):
-                if run_id is None or run_id == event.run_id:
-                    del self._withhold_armed[index]
-                    self._hidden[(event.run_id, event.seq)] = reads
-                    break
+            if self._withhold_armed:
+                self._arm_withhold(event)
         return events
+
+    def _arm_withhold(self, event: Event) -> None:
+        """Hide ``event`` from the next reads if a withhold is armed for its run."""
+        for index, (reads, run_id) in enumerate(self._withhold_armed):
+            if run_id is None or run_id == event.run_id:
+                del self._withhold_armed[index]
+                self._hidden[(event.run_id, event.seq)] = reads
+                return
 
     def _reject(
         self, seq: int, writer: Writer, call: str, types: tuple[str, ...], exc: WorldError
@@ -844,6 +853,6 @@ def _writers(actor: Actor, requests: list[EventRequest]) -> tuple[Writer, ...]:
     for request in requests:
         if request.type in _OUTCOMES and request.correlation_id:
             found.append(_step_writer(base.run_id, request.correlation_id, base.delivery))
-    if not found or found[0] != base:
+    if not found or (found[0] is not base and found[0] != base):
         found.append(base)
     return tuple(dict.fromkeys(found))
