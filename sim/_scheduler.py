@@ -779,11 +779,16 @@ class Scheduler:
         self._closing = True
         tasks = [r.task for r in self.deliveries.values() if r.task is not None]
         tasks += self._tasks
+        running = []
         for task in tasks:
-            task.cancel()
+            if not task.done():
+                task.cancel()
+                running.append(task)
+            elif not task.cancelled():
+                task.exception()  # looked at, as gather() would: no "never retrieved" warning
         for parked in list(self._parked.values()):
             self.resume(parked)
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*running, return_exceptions=True)
 
 
 def _point(fields: tuple[Any, ...]) -> Point:
