@@ -24,7 +24,11 @@ def wake_message(run_id: str, *, divergences: int = 0, seq: int = 0) -> bytes:
     body: dict[str, object] = {"run": run_id, "divergences": divergences}
     if seq:
         body["seq"] = seq
-    return json.dumps(body, sort_keys=True).encode()
+    return _ENCODE(body).encode()
+
+
+#: ``json.dumps(body, sort_keys=True)`` without building an encoder per message.
+_ENCODE = json.JSONEncoder(sort_keys=True).encode
 
 
 async def enqueue_wake(
