@@ -56,13 +56,6 @@ async def ten_steps() -> int:
 
 
 @workflow(module="bench_sim")
-async def daily(days: int) -> int:
-    for _ in range(days):
-        await sleep(86_400)
-    return days
-
-
-@workflow(module="bench_sim")
 async def sleeps(count: int, seconds: float) -> int:
     for _ in range(count):
         await sleep(seconds)
@@ -83,32 +76,18 @@ def runs_per_second(sims: int, per_sim: int) -> float:
     return sims * per_sim / (time.perf_counter() - started)
 
 
-def year_of_sleeps(count: int) -> tuple[float, float]:
-    """``count`` equal sleeps filling a year: (virtual s per wall s, wall seconds)."""
+def timed_sleeps(count: int, seconds: float) -> tuple[float, float]:
+    """One run of ``count`` sleeps of ``seconds``: (virtual s per wall s, wall seconds)."""
 
     async def script(sim: Sim) -> Any:
-        return await sim.run(sleeps, count, YEAR / count)
+        return await sim.run(sleeps, count, seconds)
 
     sim = Sim(seed=0)
     started = time.perf_counter()
     outcome = sim.run_sync(script)
     wall = time.perf_counter() - started
     assert outcome.value == count
-    assert abs(sim.clock.elapsed - YEAR) < 1, sim.clock.elapsed
-    return sim.clock.elapsed / wall, wall
-
-
-def daily_sleeps(days: int) -> tuple[float, float]:
-    """``days`` daily sleeps: (virtual s per wall s, wall seconds)."""
-
-    async def script(sim: Sim) -> Any:
-        return await sim.run(daily, days)
-
-    sim = Sim(seed=0)
-    started = time.perf_counter()
-    outcome = sim.run_sync(script)
-    wall = time.perf_counter() - started
-    assert outcome.value == days
+    assert abs(sim.clock.elapsed - count * seconds) < 1, sim.clock.elapsed
     return sim.clock.elapsed / wall, wall
 
 
@@ -137,7 +116,7 @@ def _workload(kind: str, size: int) -> None:
     elif kind == "ten8":
         runs_per_second(size, 8)
     else:
-        daily_sleeps(size)
+        timed_sleeps(size, DAY)
 
 
 def _instructions(kind: str, size: int) -> int:
@@ -188,7 +167,7 @@ def main() -> None:
     print(f"10-step workflow, 8 runs per Sim: {statistics.median(eight):6.0f} runs/s (seeded)")
     shapes = ((365, "365 daily sleeps "), (52, "52 weekly sleeps "), (1, "one 365-day sleep"))
     for count, label in shapes:
-        samples = [year_of_sleeps(count) for _ in range(repeat)]
+        samples = [timed_sleeps(count, YEAR / count) for _ in range(repeat)]
         ratio = statistics.median(s[0] for s in samples)
         wall = statistics.median(s[1] for s in samples)
         print(

@@ -316,17 +316,22 @@ class Scheduler:
     def _idle_next(self) -> bool:
         """Whether, once this task parks, the loop's next step is the idle point.
 
-        True when nothing else is ready, no loop timer is due, no World socket
-        is watched and no fault or budget question is pending: the idle point
-        would then choose among exactly the candidates there are now.
+        True when the loop is quiet (see :meth:`_quiet`) and no World socket is
+        watched: the idle point would then choose among exactly the candidates
+        there are now.
         """
+        return self._quiet() and not self.loop.io_in_flight()
+
+    def _quiet(self) -> bool:
+        """No fault or budget question pending, no callback ready, no loop timer due."""
         if self.faults_left > 0 or self.halted is not None or self._closing:
             return False
-        loop = self.loop
-        if loop._ready or loop.io_in_flight():  # type: ignore[attr-defined]
-            return False
-        scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
-        return not (scheduled and scheduled[0].when() < loop.time() + _LOOP_RESOLUTION)
+        return not self.loop._ready and not self._timer_due()  # type: ignore[attr-defined]
+
+    def _timer_due(self) -> bool:
+        """Whether the loop would run a timer now (its rule: due within its resolution)."""
+        scheduled: list[asyncio.TimerHandle] = self.loop._scheduled  # type: ignore[attr-defined]
+        return bool(scheduled) and scheduled[0].when() < self.loop.time() + _LOOP_RESOLUTION
 
     def _decide(self, parked: Parked) -> bool:
         """Make the idle point's choice here, without the trip through the loop.
@@ -353,13 +358,7 @@ class Scheduler:
 
     def _alone(self) -> bool:
         """Whether the running task is the only thing that could run now."""
-        if self._parked or self.faults_left > 0 or self.halted is not None or self._closing:
-            return False
-        loop = self.loop
-        if loop._ready:  # type: ignore[attr-defined]
-            return False
-        scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
-        if scheduled and scheduled[0].when() <= loop.time():
+        if self._parked or not self._quiet():
             return False
         if self.auto_deliver:
             due = self.queue.next_due_micros()
@@ -483,8 +482,7 @@ class Scheduler:
                     self._quiescent()
                     return
                 self.clock.advance_to_seconds(due)
-                scheduled: list[asyncio.TimerHandle] = self.loop._scheduled  # type: ignore[attr-defined]
-                if scheduled and scheduled[0].when() < self.clock.seconds() + _LOOP_RESOLUTION:
+                if self._timer_due():
                     return  # a loop timer is due now: the loop runs it before the next idle point
                 # Nothing else can happen before the next idle point would offer what
                 # is due now: offer it at once (same choices, one loop iteration less).

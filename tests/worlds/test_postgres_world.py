@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from _postgres_support import new_schema, require_postgres
 
-from durasim.worlds import EventRequest, EventType, PostgresWorld, WorldError, _postgres
+from durasim.worlds import EventRequest, EventType, PostgresWorld, World, WorldError, _postgres
 
 HERE = Path(__file__).parent
 req = EventRequest.of
@@ -27,6 +27,12 @@ req = EventRequest.of
 @pytest.fixture
 def dsn() -> str:
     return require_postgres()
+
+
+async def _start_run(world: World, run_id: str) -> None:
+    """Create ``run_id`` and start it (written out of band, as a test's setup)."""
+    await world.events.create(run_id, req("run_created", workflow_name="wf", input=b""))
+    await world.events.create(run_id, req("run_started"))
 
 
 def _children(mode: str, dsn: str, schema: str, count: int, *args: str) -> list[object]:
@@ -60,8 +66,7 @@ async def test_of_concurrent_in_band_writers_in_processes_exactly_one_wins(dsn: 
     schema = new_schema()
     world = await PostgresWorld(dsn, schema=schema).open()
     try:
-        await world.events.create("race", req("run_created", workflow_name="wf", input=b""))
-        await world.events.create("race", req("run_started"))
+        await _start_run(world, "race")
         results = _children("writer", dsn, schema, 4, "race", "25")
         won = [count for result in results for count in result]  # type: ignore[attr-defined]
         assert len(won) == len(set(won)), "two writers won with the same count"
@@ -131,8 +136,7 @@ async def test_writes_survive_killed_connections_and_none_lands_twice(dsn: str) 
     schema = new_schema()
     world = await PostgresWorld(dsn, schema=schema, pool_size=4).open()
     try:
-        await world.events.create("r", req("run_created", workflow_name="wf", input=b""))
-        await world.events.create("r", req("run_started"))
+        await _start_run(world, "r")
         await world.events.create("r", req("hook_created", "h", token="tok-kill"))
         stop = asyncio.Event()
 
@@ -277,8 +281,7 @@ async def test_writes_from_memory_answer_as_the_locked_path_when_another_process
 
     try:
         for world in (pair[0], oracle):
-            await world.events.create("r", req("run_created", workflow_name="wf", input=b""))
-            await world.events.create("r", req("run_started"))
+            await _start_run(world, "r")
         _postgres._View.load = counted  # type: ignore[method-assign]
         outcomes = []
         for writer, batch in _step_script():
@@ -304,8 +307,7 @@ async def test_step_writes_survive_killed_connections_and_none_lands_twice(dsn: 
     schema = new_schema()
     world = await PostgresWorld(dsn, schema=schema, pool_size=2).open()
     try:
-        await world.events.create("r", req("run_created", workflow_name="wf", input=b""))
-        await world.events.create("r", req("run_started"))
+        await _start_run(world, "r")
         await world.events.create_batch(
             "r", [req("step_created", "s0", step_name="f", input=b""), req("step_started", "s0")]
         )
