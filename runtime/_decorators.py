@@ -196,7 +196,7 @@ def _retarget_class_cell(fn: Callable[..., Any], owner: type) -> None:
 
 
 def _make_step(
-    obj: object, *, max_retries: int, name: str | None, module: str | None
+    obj: object, *, max_retries: int, name: str | None, module: str | None, check_input: bool
 ) -> StepFunction[Any, Any]:
     fn, kind = _unwrap("step", obj)
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
@@ -227,6 +227,7 @@ def _make_step(
         max_retries=max_retries,
         is_async=inspect.iscoroutinefunction(fn),
         kind=kind,
+        check_input=check_input,
     )
     register_step(definition)
     wrapper: StepFunction[Any, Any] = StepFunction(definition)
@@ -254,7 +255,11 @@ def step(fn: classmethod[Any, P, R], /) -> StepFunction[..., R]: ...
 def step(fn: Callable[P, R], /) -> StepFunction[P, R]: ...
 @overload
 def step(
-    *, max_retries: int = 3, name: str | None = None, module: str | None = None
+    *,
+    max_retries: int = 3,
+    name: str | None = None,
+    module: str | None = None,
+    check_input: bool = True,
 ) -> _StepDecorator: ...
 def step(
     fn: object = None,
@@ -263,6 +268,7 @@ def step(
     max_retries: int = 3,
     name: str | None = None,
     module: str | None = None,
+    check_input: bool = True,
 ) -> Any:
     """Declare a step: a unit of work whose result is journaled, retried on failure.
 
@@ -283,6 +289,11 @@ def step(
         name: a stable name part of the id, replacing the qualified name (keeps
             recorded runs valid across renames).
         module: the module part of the id, e.g. a versioned specifier ``payments@2``.
+        check_input: on replay, compare the input the workflow computes with the
+            recorded one and report a difference as a divergence (the default).
+            ``False`` accepts a different input (e.g. one that embeds a value
+            the workflow may legitimately compute differently); every execution
+            of the step still runs with the recorded input.
 
     Returns:
         The :class:`StepFunction` (or a decorator making one).
@@ -299,8 +310,16 @@ def step(
             function=getattr(fn, "__qualname__", ""),
         )
 
+    if not isinstance(check_input, bool):
+        raise InvalidDefinition(
+            f"@step(check_input={check_input!r}): pass True or False",
+            function=getattr(fn, "__qualname__", ""),
+        )
+
     def decorate(obj: object) -> StepFunction[Any, Any]:
-        return _make_step(obj, max_retries=max_retries, name=name, module=module)
+        return _make_step(
+            obj, max_retries=max_retries, name=name, module=module, check_input=check_input
+        )
 
     if fn is not None:
         return decorate(fn)

@@ -54,6 +54,9 @@ class StepDef:
         is_async: ``fn`` is an ``async def``.
         kind: where the step was written.
         owner: the class of a method step, once the class exists.
+        check_input: a replay compares the input the workflow computes now with
+            the recorded one (a difference is a divergence); ``False`` for a step
+            whose input may legitimately differ between executions.
     """
 
     step_id: str
@@ -63,6 +66,7 @@ class StepDef:
     is_async: bool
     kind: StepKind
     owner: type | None = None
+    check_input: bool = True
 
 
 @attrs.define(eq=False)

@@ -61,6 +61,7 @@ class HookState:
     metadata: bytes | None
     is_webhook: bool
     order: int
+    token_given: bool = False  # the workflow chose the token (else the runtime made it)
     created: bool = False
     conflict: HookConflict | None = None
     dispose_issued: bool = False
@@ -122,7 +123,7 @@ class Hook:
 
     @property
     def hook_id(self) -> str:
-        """The hook's id in the run (``hook#<n>``)."""
+        """The hook's id in the run (``hook/<function>#<n>``, or ``hook=<digest>#<n>``)."""
         return self._state.correlation_id
 
     def __await__(self) -> Generator[Any, None, Any]:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Coroutine, Generator
 from typing import Any, TypeVar, TypeVarTuple, Unpack
 
 from ._errors import WorkflowSandboxError
+from ._sites import task_site
 
 __all__ = ["WorkflowFuture", "WorkflowLoop", "WorkflowTask", "in_workflow"]
 
@@ -66,6 +67,7 @@ class WorkflowTask(asyncio.Task[T]):
     ) -> None:
         # Numbered before Task.__init__, which already hashes the task (all_tasks).
         self._durasim_number = loop.next_number()
+        self._durasim_site = task_site(coro)  # names the hooks and timers it makes
         super().__init__(coro, loop=loop, name=name, context=context)
 
     def __hash__(self) -> int:

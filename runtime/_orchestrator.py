@@ -225,9 +225,9 @@ class _Writer:
             # replay would; one that ran ahead (fed an event provisionally) cannot.
             if self.replay is None or self.replay.consumed > len(self.events) or self.ended:
                 self.stale = True
+        self.written += len(mine)
         for event in (*unseen, *mine):
             self.events.append(event)
-            self.written += event in mine
             # Events the replay already consumed were handed to it ahead of their
             # commit (run-ahead); the caller compares them with what committed.
             if self.replay is not None and not self.stale and event.seq > self.replay.consumed:
@@ -431,11 +431,32 @@ async def _deliver(
             return
         writer.replay = replay
         writer.stale = False
+        written_before = writer.written
         outcome = await _drive(world, writer, replay, limits, report, metadata)
         if outcome != "stale":
             report.events_written = writer.written
             if limits.keep_replays and report.status == "suspended" and _settled(writer, replay):
                 _keep(world, run_id, _Kept(replay, writer.events, writer.expected, run))
+            return
+        # A write was refused or met another writer's events: read what landed
+        # since, so the cold replay starts from the log as it is now.  (A refused
+        # write absorbs nothing: replaying the same prefix again would make the
+        # same write and meet the same refusal, forever.)
+        landed, landed_in_band = await load_log(world, run_id, after_seq=len(writer.events))
+        writer.events.extend(landed)
+        writer.expected += landed_in_band
+        if _terminal(landed) is not None:
+            report.events_written = writer.written
+            report.status = "finished"
+            return
+        if not landed and writer.written == written_before:
+            # Refused, yet the log shows nothing new (a World whose reads lag its
+            # refusals): give the message back rather than spin on one prefix.
+            log.info(
+                "run %s: a write was refused and the log shows why not; retrying later", run_id
+            )
+            report.events_written = writer.written
+            report.status = "retry"
             return
         log.info(
             "run %s: events from another writer landed amid this delivery's writes; "

@@ -5,11 +5,15 @@ feeds it its run's log one event at a time, in log order, running the loop to
 quiescence after each.  Workflow code asks for things (a step, a durable sleep)
 by calling a step or arming a timer; each request becomes a *command* with a
 stable correlation id: ``<step id>#<n>`` for the n-th call of that step in the
-run, ``sleep#<n>`` for the n-th timer.  Ids never depend on anything else the
+run, ``sleep/<function>#<n>`` for the n-th sleep armed in that function (the
+hook and timer ids: :mod:`._sites`).  Ids never depend on anything else the
 workflow does, so adding an unrelated call does not shift them.
 
-Each event must match a command the workflow has issued; anything else is a
-:class:`ReplayDivergence` naming both sides.  When the log runs out, the commands
+Each event must match a command the workflow has issued, with the parameters
+the workflow gives it now: a step's input, a hook's token, kind and metadata, a
+timer's deadline.  Anything else is a :class:`ReplayDivergence` naming both
+sides.  The recorded values are the truth: a step always runs with its
+recorded input, a hook keeps its recorded token.  When the log runs out, the commands
 not yet in the log are what the orchestrator writes next.  A Replay never
 touches a World: it is a pure function of the workflow code and the events fed
 to it, which is what makes cold replays and the simulator possible.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -28,12 +33,14 @@ import attrs
 from durasim.worlds import Event, EventType
 
 from ._authoring import STEP_CALLER, StepDef, WorkflowDef
+from ._compare import first_difference, short
 from ._determinism import RunDeterminism, wall_perf_counter
 from ._errors import ReplayDivergence
 from ._hooks import HookConflict, HookState, new_token
 from ._loop import WorkflowLoop
 from ._metadata import WORKFLOW_METADATA, WorkflowMetadata
 from ._signals import CANCEL_ATTR
+from ._sites import hook_stem, timer_stem
 from .serialization import FatalError, SerializationError, deserialize, serialize
 
 __all__ = [
@@ -135,6 +142,14 @@ class _Pending:
     command: DisposeCommand | AttrCommand
 
 
+#: Ids of hooks and timers written before they were named by site (``hook#3``).
+_LEGACY_ID = re.compile(r"(hook|sleep)#\d+")
+
+#: How far a recomputed timer deadline may be from the recorded one: Worlds
+#: store time to the microsecond or (JavaScript stores) the millisecond.
+_DEADLINE_SLACK = 0.001
+
+
 def _seconds(moment: datetime) -> float:
     return moment.timestamp()
 
@@ -176,12 +191,12 @@ class Replay:
         self.steps: dict[str, StepState] = {}
         self.waits: dict[str, WaitState] = {}
         self._step_counts: dict[str, int] = {}
-        self._wait_count = 0
+        self._site_counts: dict[str, int] = {}  # hook and timer id stems
+        self._legacy_ids = False  # the log numbers hooks and timers per run (hook#<n>)
         self._order = 0
         self._task: asyncio.Task[Any] | None = None
         self._uncreated: dict[str, StepState | WaitState | HookState | _Pending] = {}
         self.hooks: dict[str, HookState] = {}
-        self._hook_count = 0
         self._recorded_tokens: dict[str, str] = {}
         self.cancellations: dict[str, str] = {}  # cancel#<n> -> reason, once issued
         self._cancel_count = 0
@@ -202,6 +217,12 @@ class Replay:
         for event in events:
             if event.type in (T.HOOK_CREATED, T.HOOK_CONFLICT) and event.correlation_id:
                 self._recorded_tokens[event.correlation_id] = event.data["token"]
+            if event.type in (T.HOOK_CREATED, T.HOOK_CONFLICT, T.WAIT_CREATED) and (
+                _LEGACY_ID.fullmatch(event.correlation_id or "")
+            ):
+                # Written by a runtime that numbered hooks and timers per run:
+                # keep numbering them that way, so the run replays as it was.
+                self._legacy_ids = True
 
     def begin(self) -> None:
         """Decode the input, start the workflow and run it until it waits."""
@@ -348,12 +369,11 @@ class Replay:
     # -- HookCaller: workflow code creates and reads hooks --------------------------
 
     def create_hook(self, token: str | None, metadata: Any, *, is_webhook: bool) -> HookState:
-        """Issue a hook command (``hook#<n>``); the token is the recorded one on replay."""
-        self._hook_count += 1
-        correlation_id = f"hook#{self._hook_count}"
-        recorded = self._recorded_tokens.get(correlation_id)
+        """Issue a hook command (id: :mod:`._sites`); the token is the recorded one on replay."""
+        correlation_id = self._next_id("hook" if self._legacy_ids else hook_stem(token))
+        token_given = token is not None
         if token is None:
-            token = recorded or new_token()
+            token = self._recorded_tokens.get(correlation_id) or new_token()
         self._order += 1
         state = HookState(
             correlation_id=correlation_id,
@@ -361,6 +381,7 @@ class Replay:
             metadata=None if metadata is None else serialize(metadata, root="hook metadata"),
             is_webhook=is_webhook,
             order=self._order,
+            token_given=token_given,
         )
         self.hooks[correlation_id] = state
         self._uncreated[correlation_id] = state
@@ -416,9 +437,14 @@ class Replay:
 
     # -- timers --------------------------------------------------------------------------
 
+    def _next_id(self, stem: str) -> str:
+        """``<stem>#<n>``: the n-th hook or timer with this stem in the run."""
+        count = self._site_counts.get(stem, 0) + 1
+        self._site_counts[stem] = count
+        return f"{stem}#{count}"
+
     def _timer_armed(self, handle: asyncio.TimerHandle) -> None:
-        self._wait_count += 1
-        correlation_id = f"sleep#{self._wait_count}"
+        correlation_id = self._next_id("sleep" if self._legacy_ids else timer_stem())
         self._order += 1
         state = WaitState(
             correlation_id=correlation_id,
@@ -444,11 +470,46 @@ class Replay:
         )
         return ReplayDivergence(
             f"run {self.run_id!r} diverged from its log: the log has {event.label}"
-            f"{_step_name(event)} where {waiting} ({why}). Was the workflow changed after "
-            "the run started? Keep the old code for runs in flight, or start a new run",
+            f"{_step_name(event)} where {waiting} ({why}). {_CAUSES}",
             run_id=self.run_id,
             seq=event.seq,
         )
+
+    def _differs(self, event: Event, what: str, difference: str, fix: str = "") -> ReplayDivergence:
+        """A divergence in the parameters of a command the log does hold."""
+        return ReplayDivergence(
+            f"run {self.run_id!r} diverged from its log at #{event.seq}: {what} differs from "
+            f"the recorded one: {difference}. {_CAUSES}{fix}",
+            run_id=self.run_id,
+            seq=event.seq,
+        )
+
+    def _check_payload(
+        self, event: Event, what: str, recorded: bytes | None, now: bytes | None, fix: str = ""
+    ) -> None:
+        """Compare a recorded payload with the one computed now (bytes, then values)."""
+        if recorded == now:
+            return
+        if recorded is None or now is None:
+            shown = "recorded none, now one" if recorded is None else "recorded one, now none"
+            raise self._differs(event, what, shown, fix)
+        try:
+            old, new = _decode(recorded), _decode(now)
+        except SerializationError:
+            return  # not decodable here (a class this process lacks): the bytes cannot judge
+        if isinstance(old, dict) and isinstance(new, dict) and "args" in old:
+            # A step input: name the argument (args[0], kwargs['amount']).
+            parts = ("args", "kwargs", "closure")
+            difference = next(
+                (d for k in parts if (d := first_difference(old.get(k), new.get(k), path=k))),
+                None,
+            )
+        else:
+            difference = first_difference(old, new)
+        if difference is not None:
+            raise self._differs(
+                event, what, f"{difference} (recorded {short(old)}, now {short(new)})", fix
+            )
 
     def _step(self, event: Event) -> StepState:
         state = self.steps.get(event.correlation_id or "")
@@ -468,6 +529,18 @@ class Replay:
             raise self._diverged(
                 event, f"the workflow calls step {state.definition.step_id!r} under that id"
             )
+        recorded = event.data.get("input")
+        if state.definition.check_input and recorded != state.input:
+            self._check_payload(
+                event,
+                f"the input of step {state.definition.name} ({state.correlation_id})",
+                recorded,
+                state.input,
+                " If this step's input may legitimately differ, declare it "
+                "@step(check_input=False): it then always runs with the recorded input",
+            )
+        if recorded is not None:
+            state.input = recorded  # every execution runs with what the log holds
         state.created = True
         state.created_seq = event.seq
         state.inline = bool(event.data.get("inline", True))
@@ -507,8 +580,29 @@ class Replay:
             raise self._diverged(event, "the workflow created no hook with this id")
         return state
 
+    def _check_hook(self, event: Event, state: HookState) -> None:
+        """The hook the log holds is the one the workflow creates now."""
+        what = f"hook {state.correlation_id}"
+        recorded_webhook = bool(event.data.get("is_webhook", False))
+        if recorded_webhook != state.is_webhook:
+            kinds = ("a webhook", "a hook")
+            raise self._differs(
+                event,
+                what,
+                f"recorded {kinds[not recorded_webhook]}, now {kinds[not state.is_webhook]}",
+            )
+        if state.token_given and event.data["token"] != state.token:
+            raise self._differs(
+                event, what, f"recorded token {event.data['token']!r}, now {state.token!r}"
+            )
+        self._check_payload(
+            event, f"the metadata of {what}", event.data.get("metadata"), state.metadata
+        )
+
     def _on_hook_created(self, event: Event) -> None:
         state = self._hook(event)
+        if not state.created:
+            self._check_hook(event, state)
         state.created = True
         state.token = event.data["token"]  # the recorded token is the truth
         self._uncreated.pop(state.correlation_id, None)
@@ -516,6 +610,7 @@ class Replay:
 
     def _on_hook_conflict(self, event: Event) -> None:
         state = self._hook(event)
+        self._check_hook(event, state)
         state.token = event.data["token"]
         state.conflict = HookConflict(
             token=state.token,
@@ -565,8 +660,17 @@ class Replay:
 
     def _on_wait_created(self, event: Event) -> None:
         state = self._wait(event)
+        recorded: datetime = event.data["resume_at"]
+        if not state.created and abs((recorded - state.resume_at).total_seconds()) > (
+            _DEADLINE_SLACK
+        ):
+            raise self._differs(
+                event,
+                f"the deadline of timer {state.correlation_id}",
+                f"recorded {recorded.isoformat()}, now {state.resume_at.isoformat()}",
+            )
         state.created = True
-        state.resume_at = event.data["resume_at"]  # the recorded time is the truth
+        state.resume_at = recorded  # the recorded time is the truth
         self._uncreated.pop(state.correlation_id, None)
         self._open_waits[state.correlation_id] = state
 
@@ -618,6 +722,16 @@ def _describe(command: Command) -> str:
     if isinstance(command, DisposeCommand):
         return f"dispose hook ({command.correlation_id})"
     return f"cancel ({command.correlation_id})"
+
+
+#: What a divergence may mean; it never assumes which.
+_CAUSES = (
+    "Likely causes: the workflow code changed after the run started (keep the old code "
+    "for runs in flight, or give the new code a new workflow id), or the workflow is "
+    "nondeterministic (it read the time, randomness, the environment, a set's or a "
+    "dict's order or module state other than through the run's own: see "
+    "docs/runtime.md, 'Determinism')"
+)
 
 
 def _step_name(event: Event) -> str:

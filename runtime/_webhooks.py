@@ -177,7 +177,7 @@ class Webhook:
 
     @property
     def hook_id(self) -> str:
-        """The hook's id in the run (``hook#<n>``)."""
+        """The hook's id in the run (``hook/<function>#<n>``, or ``hook=<digest>#<n>``)."""
         return self.hook.hook_id
 
     @property

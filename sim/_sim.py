@@ -402,6 +402,10 @@ class Sim:
         """Cancel a run (the real ``Run.cancel``), as an external writer."""
         return await Run(run_id=self._run(run_id), world=self.world).cancel(reason)
 
+    async def wake_up(self, run_id: str | None = None) -> int:
+        """Complete a run's open sleeps now (the real ``Run.wake_up``), as an external writer."""
+        return await Run(run_id=self._run(run_id), world=self.world).wake_up()
+
     def advance_time(self, seconds: float) -> None:
         """Jump the virtual clock forward."""
         self.clock.jump(seconds)

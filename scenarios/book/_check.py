@@ -14,13 +14,28 @@ from ._model import ScenarioFailed
 __all__ = ["events", "expect", "expect_log", "expect_order", "finish", "short_log"]
 
 
-def _short(event: Event) -> str:
-    cid = event.correlation_id
-    if cid is None:
-        return event.type.value
-    if cid.startswith("step//"):
-        cid = f"{step_short_name(cid)}#{cid.rsplit('#', 1)[-1]}"
-    return f"{event.type.value} {cid}"
+def _short_lines(log: Sequence[Event]) -> list[str]:
+    """``"type entity"`` lines; steps by name (``charge#1``), hooks and timers by kind
+    and the order they first appear in the log (``hook#1``, ``sleep#2``, ``timeout#1``):
+    the book pins races, and these read the same whichever function made them."""
+    seen: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    lines = []
+    for event in log:
+        cid = event.correlation_id
+        if cid is None:
+            lines.append(event.type.value)
+            continue
+        if cid.startswith("step//"):
+            cid = f"{step_short_name(cid)}#{cid.rsplit('#', 1)[-1]}"
+        elif cid.startswith(("hook/", "hook=", "sleep/", "timeout/", "timer/")):
+            if cid not in seen:
+                kind = cid[:4] if cid.startswith("hook") else cid.split("/", 1)[0]
+                counts[kind] = counts.get(kind, 0) + 1
+                seen[cid] = f"{kind}#{counts[kind]}"
+            cid = seen[cid]
+        lines.append(f"{event.type.value} {cid}")
+    return lines
 
 
 async def events(sim: Sim, run_id: str) -> list[Event]:
@@ -30,7 +45,7 @@ async def events(sim: Sim, run_id: str) -> list[Event]:
 
 async def short_log(sim: Sim, run_id: str) -> list[str]:
     """The run's log as ``"type entity"`` lines (``step_completed charge#1``)."""
-    return [_short(e) for e in await events(sim, run_id)]
+    return _short_lines(await events(sim, run_id))
 
 
 def expect(condition: bool, message: str) -> None:

@@ -442,3 +442,32 @@ async def clock_after_race(sim: Sim) -> None:
     )
     expect(outcome.value[0] == f"timer at {seen:.0f}", f"value {outcome.value}")
     await finish(sim, run_id)
+
+
+@scenario("wake-up-during-timer-delivery")
+async def wake_up_during_timer_delivery(sim: Sim) -> None:
+    """``Run.wake_up()`` completes a due sleep while a delivery is completing it too.
+
+    The sleep of one day is due; the delivery that completes it is held at the
+    ``before`` point of its batch (``wait_completed`` with the step the workflow
+    asks for next) while ``wake_up()`` writes ``wait_completed`` out of band.
+    The batch is refused (StaleView), the delivery's own ``wait_completed`` alone
+    is refused too (the wait is completed); it must read the log again and go
+    on from it (it used to replay the same stale prefix forever without
+    yielding). Log: wait_created, wait_completed (once, out of band),
+    charge#2, run_completed; value ["charged 1", "charged 2"].
+    """
+    run = await sim.start(wf.long_sleep, 1)
+    await sim.until(Match(event_type="wait_created", phase="after"))
+    sim.advance_time(86400)
+    orchestrator = sim.orchestrator()
+    await orchestrator.run_to_event_produced("wait_completed")
+    woken = await sim.wake_up(run.run_id)
+    expect(woken == 1, f"wake_up() completed {woken} sleeps")
+    orchestrator.release()
+    await sim.run_until_idle()
+    log = await short_log(sim, run.run_id)
+    expect(log.count("wait_completed sleep#1") == 1, f"the sleep completed twice: {log}")
+    expect_order(log, "wait_created sleep#1", "wait_completed sleep#1", "step_created charge#2")
+    await expect_outcome(sim, run.run_id, "completed", ["charged 1", "charged 2"])
+    await finish(sim, run.run_id)

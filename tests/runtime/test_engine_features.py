@@ -167,7 +167,7 @@ async def test_events_tasks_and_timeouts_work_and_replay(world: World, clock: Fi
     await run_to_end(world, clock, run)
     assert await run.result() == ["woken", "timed out"]
     waits = [e for e in await run.events() if e.type.value == "wait_created"]
-    assert [e.correlation_id for e in waits] == ["sleep#1", "sleep#2"]
+    assert [e.correlation_id for e in waits] == ["sleep/signals#1", "timeout/signals#1"]
 
 
 @step
