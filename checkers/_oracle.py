@@ -261,7 +261,9 @@ def _judge(
             f"#{expected.seq} {expected.type.value}",
         )
     if report.divergences:
-        return verdict("replay.diverged", "the replay met a log it cannot match (see the log)")
+        return verdict(
+            "replay.diverged", report.divergence or "the replay met a log it cannot match"
+        )
     ends = [e for e in written if e.type in _TERMINAL]
     if not ends:
         new = ", ".join(f"{e.type.value} {e.correlation_id or ''}".strip() for e in written)

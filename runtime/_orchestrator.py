@@ -142,6 +142,7 @@ class DeliveryReport:
     full_replays: int = 0
     wake_at: datetime | None = None
     divergences: int = 0
+    divergence: str = ""  # what the last divergence said (both sides, the likely causes)
 
 
 class _Superseded(Exception):
@@ -323,6 +324,7 @@ async def deliver(
         # Met while feeding this delivery's own writes to the live replay.
         log.warning("%s", exc)
         report.divergences += 1
+        report.divergence = str(exc)
         report.status = "retry"
     except RunExpired:
         report.status = "finished"
@@ -418,6 +420,7 @@ async def _deliver(
             report.full_replays += 1
         if isinstance(replay, ReplayDivergence):
             report.divergences += 1
+            report.divergence = str(replay)
             if report.divergences > limits.max_divergences:
                 error = FatalError(
                     f"replay of run {run_id} diverged {report.divergences} times "
