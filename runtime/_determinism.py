@@ -30,7 +30,14 @@ from typing import Any
 
 from ._errors import WorkflowSandboxError
 
-__all__ = ["RunDeterminism", "active", "now", "wall_monotonic", "wall_perf_counter"]
+__all__ = [
+    "RunDeterminism",
+    "active",
+    "now",
+    "outside_sandbox",
+    "wall_monotonic",
+    "wall_perf_counter",
+]
 
 _state = threading.local()
 
@@ -71,6 +78,19 @@ class _Active:
     def __enter__(self) -> None:
         self._previous = getattr(_state, "run", None)
         _state.run = self._run
+
+    def __exit__(self, *exc: object) -> None:
+        _state.run = self._previous
+
+
+class outside_sandbox:  # noqa: N801 -- a context manager, named like one
+    """Lift the sandbox on this thread for the runtime's own I/O (reading source lines)."""
+
+    __slots__ = ("_previous",)
+
+    def __enter__(self) -> None:
+        self._previous = getattr(_state, "run", None)
+        _state.run = None
 
     def __exit__(self, *exc: object) -> None:
         _state.run = self._previous

@@ -650,6 +650,13 @@ class Replay:
             return  # an attribute set by someone else: not the workflow's business
         if token_id not in self.cancellations:
             raise self._diverged(event, "the workflow cancelled no token with this id")
+        recorded = dict(event.data.get("changes", ())).get(CANCEL_ATTR + token_id)
+        if f"{token_id}!attr" in self._uncreated and recorded != self.cancellations[token_id]:
+            raise self._differs(
+                event,
+                f"the reason of cancellation {token_id}",
+                f"recorded {recorded!r}, now {self.cancellations[token_id]!r}",
+            )
         self._uncreated.pop(f"{token_id}!attr", None)
 
     def _wait(self, event: Event) -> WaitState:
