@@ -83,7 +83,7 @@ class _Active:
         _state.run = self._previous
 
 
-class outside_sandbox:  # noqa: N801 -- a context manager, named like one
+class outside_sandbox:
     """Lift the sandbox on this thread for the runtime's own I/O (reading source lines)."""
 
     __slots__ = ("_previous",)

@@ -202,7 +202,7 @@ async def file_stat() -> str:
 @workflow(module=MODULE)
 async def file_exists() -> str:
     """A branch on whether a file exists (``os.path`` calls ``os.stat``)."""
-    return await _branch(os.path.exists("/tmp/ndflows-flag"))
+    return await _branch(os.path.exists("/tmp/ndflows-flag"))  # noqa: ASYNC240 -- under test
 
 
 @workflow(module=MODULE)
