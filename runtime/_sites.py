@@ -12,13 +12,12 @@ and, for a timer, what armed it:
 * ``timer/<site>#<n>``: any other ``call_later`` / ``call_at``;
 * ``hook/<site>#<n>``: a hook whose token the runtime generates;
 * ``hook=<digest>#<n>``: a hook created with ``token=...`` (the digest of the
-  token: the token itself is the hook's identity).
+  token: the token itself is the hook's identity);
 
-Adding a timeout, a hook or a sleep in one function shifts no id made in
-another, and no id of another kind; what remains (a second tokenless hook
-added before the first in the same function) is caught by the replay's
-parameter checks where they differ, and is why a hook or a timer can be
-named.
+where ``<site>`` is ``<function>:<6 hex of the call's source line>``.
+
+Adding a timeout, a hook or a sleep shifts no other id: not in another
+function, not of another kind, not on another line of the same function.
 """
 
 from __future__ import annotations
