@@ -737,7 +737,7 @@ _CAUSES = (
     "for runs in flight, or give the new code a new workflow id), or the workflow is "
     "nondeterministic (it read the time, randomness, the environment, a set's or a "
     "dict's order or module state other than through the run's own: see "
-    "docs/runtime.md, 'Determinism')"
+    "docs/runtime.md, 'Determinism, enforced')."
 )
 
 
