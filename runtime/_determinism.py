@@ -113,9 +113,11 @@ def _redirect_random(name: str) -> None:
         return getattr(run.random, name)(*args, **kwargs)
 
     setattr(random, name, redirected)
-    remember(original, f"random.{name}", _THROUGH_MODULE.format(
-        name=f"random.{name}", module="random", extra=""
-    ))
+    remember(
+        original,
+        f"random.{name}",
+        _THROUGH_MODULE.format(name=f"random.{name}", module="random", extra=""),
+    )
 
 
 def _seed_from_run() -> None:
@@ -146,9 +148,13 @@ def _redirect_clock(name: str, scale: float, cast: Callable[[float], Any]) -> No
         return cast(run.clock() * scale)
 
     setattr(time, name, redirected)
-    remember(original, f"time.{name}", _THROUGH_MODULE.format(
-        name=f"time.{name}", module="time", extra=", or durasim.runtime.now()"
-    ))
+    remember(
+        original,
+        f"time.{name}",
+        _THROUGH_MODULE.format(
+            name=f"time.{name}", module="time", extra=", or durasim.runtime.now()"
+        ),
+    )
 
 
 def _default_to_run_clock(name: str, *, position: int) -> None:
@@ -167,9 +173,11 @@ def _default_to_run_clock(name: str, *, position: int) -> None:
         return original(*args, moment)
 
     setattr(time, name, redirected)
-    remember(original, f"time.{name}", _THROUGH_MODULE.format(
-        name=f"time.{name}", module="time", extra=""
-    ))
+    remember(
+        original,
+        f"time.{name}",
+        _THROUGH_MODULE.format(name=f"time.{name}", module="time", extra=""),
+    )
 
 
 _wall_localtime = time.localtime
@@ -216,9 +224,11 @@ def _install_once() -> None:
         _default_to_run_clock("asctime", position=0)
         _default_to_run_clock("strftime", position=1)
         uuid.uuid4 = _uuid4
-        remember(_original_uuid4, "uuid.uuid4", _THROUGH_MODULE.format(
-            name="uuid.uuid4", module="uuid", extra=""
-        ))
+        remember(
+            _original_uuid4,
+            "uuid.uuid4",
+            _THROUGH_MODULE.format(name="uuid.uuid4", module="uuid", extra=""),
+        )
         install_guards(_state)
         _installed = True
 

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 import uuid
 from typing import Any
 
@@ -179,11 +180,11 @@ def _reads_source(args: tuple[Any, ...]) -> bool:
 
 def _importing() -> bool:
     # Only reached when an event is about to be refused: walking the stack is rare.
-    frame = sys._getframe(2)  # noqa: SLF001 -- the only way to see the import system
+    frame: types.FrameType | None = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_filename.startswith("<frozen importlib"):
             return True
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return False
 
 
@@ -245,7 +246,7 @@ def _guard_environ() -> None:
     # Class attributes: every reference to os.environ (or os.environb) is caught,
     # and os.getenv, .get, `in`, .items(), copy() all go through these.
     for name in ("__getitem__", "__iter__", "__len__", "copy", "__repr__"):
-        guard(os._Environ, name, "os.environ")  # noqa: SLF001 -- the class of os.environ
+        guard(os._Environ, name, "os.environ")
 
 
 def unguarded() -> _Unguarded:
@@ -299,4 +300,3 @@ def install_guards(state: threading.local) -> None:
     # Every executor's submit() makes one of these first, before queueing anything.
     guard(concurrent.futures.Future, "__init__", "executor.submit")
     sys.addaudithook(_audit)
-

@@ -229,7 +229,11 @@ class _Reader:
                 bound = f", bound when module {self.module} was imported (`from {module} "
                 bound += f"import {attr}{alias}`), so it is not redirected inside workflows"
             return self._finding(
-                name, code, line, known.dotted, f"is the original {known.dotted}{bound}",
+                name,
+                code,
+                line,
+                known.dotted,
+                f"is the original {known.dotted}{bound}",
                 known.alternative,
             )
         owner = getattr(obj, "__self__", None)
@@ -241,7 +245,10 @@ class _Reader:
             isinstance(obj, types.MethodType | types.BuiltinMethodType) and _is_shared_random(owner)
         ):
             return self._finding(
-                name, code, line, "random.Random",
+                name,
+                code,
+                line,
+                "random.Random",
                 "is (a method of) a random.Random made when its module was imported: every "
                 "run and replay of the process shares its state, so it returns other values "
                 "on replay",
@@ -250,16 +257,17 @@ class _Reader:
         self.reached.extend(_functions_in(obj))
         return None
 
-    def _wall_clock(
-        self, dotted: str, path: list[str], code: types.CodeType, line: int
-    ) -> Finding:
+    def _wall_clock(self, dotted: str, path: list[str], code: types.CodeType, line: int) -> Finding:
         return self._finding(
-            ".".join(path), code, line, dotted,
+            ".".join(path),
+            code,
+            line,
+            dotted,
             f"is {dotted}, which reads the wall clock (C code the sandbox cannot redirect)",
             f"use {_WALL_CLOCK_ALTERNATIVES[dotted.rpartition('.')[2]]}",
         )
 
-    def _finding(  # noqa: PLR0913, PLR0917 -- one record, built in three places
+    def _finding(  # noqa: PLR0917 -- one record, built in three places
         self, name: str, code: types.CodeType, line: int, dotted: str, why: str, alternative: str
     ) -> Finding:
         return Finding(
@@ -425,10 +433,7 @@ def _chains(code: types.CodeType) -> Iterator[tuple[_Chain, int]]:
         if op in _NEUTRAL:
             continue
         positions = getattr(ins, "positions", None)
-        if positions is not None and positions.lineno is not None:
-            here = positions.lineno
-        else:
-            here = line
+        here = line if positions is None or positions.lineno is None else positions.lineno
         if current is not None:
             if op in ("LOAD_ATTR", "LOAD_METHOD") and isinstance(ins.argval, str):
                 current = attrs.evolve(current, names=(*current.names, ins.argval))
@@ -445,7 +450,9 @@ def _chains(code: types.CodeType) -> Iterator[tuple[_Chain, int]]:
         elif op == "IMPORT_NAME":
             name = str(ins.argval)
             # `import a.b` binds a; `from a.b import c` and `import a.b as d` read a.b
-            base = sys.modules.get(name if previous_const is not None else name.partition(".")[0], _MISSING)
+            base = sys.modules.get(
+                name if previous_const is not None else name.partition(".")[0], _MISSING
+            )
             pending = base
         elif op == "IMPORT_FROM":
             pending = _member(base, str(ins.argval))
