@@ -2,17 +2,23 @@
 
 While workflow code runs (and only then, and only on the thread running it):
 
-* ``time.time()``, ``time.time_ns()``, ``time.monotonic()`` and ``time.perf_counter()``
-  return the run's clock: the time of the last event delivered to the workflow;
-* the module-level functions of :mod:`random` and ``uuid.uuid4()`` draw from a
-  generator seeded from the run id, so every replay sees the same values;
-* opening files, sockets, subprocesses, ``time.sleep`` and starting threads raise
-  :class:`WorkflowSandboxError` naming the call and the step-side alternative
-  (an audit hook; importing modules still works).
+* ``time.time()``, ``time.monotonic()``, ``time.perf_counter()`` and their ``_ns``
+  forms return the run's clock: the time of the last event delivered to the
+  workflow; ``time.localtime()``, ``gmtime()``, ``ctime()``, ``asctime()`` and
+  ``strftime()`` without a time argument format that clock;
+* the module-level functions of :mod:`random` (``seed`` included) and
+  ``uuid.uuid4()`` draw from a generator seeded from the run id, and a new
+  ``random.Random()`` is seeded from that generator, so every replay sees the
+  same values;
+* everything else that reaches outside the process is refused with
+  :class:`WorkflowSandboxError` (``_guards``).
 
-``datetime.now()`` cannot be redirected (it is implemented in C): inside a
-workflow use :func:`durasim.runtime.now` or ``time.time()``.  Step bodies run
-outside all of this and have the whole of Python.
+Every redirection checks one thread-local and is installed lazily, the first
+time workflow code runs: nothing changes for a process that runs no workflow.
+``datetime.now()`` cannot be redirected (it is implemented in C), nor can a name
+bound to an original before the installation (``from time import time``): the
+check before a run (``_sandbox_check``) finds those.  Step bodies run outside all
+of this and have the whole of Python.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from ._guards import install_guards, remember
+from ._guards import RUNNING, install_guards, remember
 
 __all__ = [
     "RunDeterminism",
@@ -39,7 +45,7 @@ __all__ = [
     "wall_perf_counter",
 ]
 
-_state = threading.local()
+_state = RUNNING
 
 #: The real clocks, taken before any redirection: for timing the engine itself
 #: (and cheaper than the redirected ``time`` functions, which look for a run first).
@@ -49,7 +55,8 @@ wall_monotonic = time.monotonic
 
 def active() -> RunDeterminism | None:
     """The run whose workflow code is running on this thread, if any."""
-    return getattr(_state, "run", None)
+    run: RunDeterminism | None = _state.run
+    return run
 
 
 class RunDeterminism:
@@ -76,7 +83,7 @@ class _Active:
         self._previous: RunDeterminism | None = None
 
     def __enter__(self) -> None:
-        self._previous = getattr(_state, "run", None)
+        self._previous = _state.run
         _state.run = self._run
 
     def __exit__(self, *exc: object) -> None:
@@ -85,7 +92,7 @@ class _Active:
 
 def now() -> datetime:
     """The current time: the run's clock inside a workflow, the wall clock elsewhere."""
-    run = active()
+    run = _state.run
     if run is None:
         return datetime.now(UTC)
     return datetime.fromtimestamp(run.clock(), UTC)
@@ -107,7 +114,7 @@ def _redirect_random(name: str) -> None:
 
     @functools.wraps(original)
     def redirected(*args: Any, **kwargs: Any) -> Any:
-        run = active()
+        run = _state.run  # not active(): a call less per read
         if run is None:
             return original(*args, **kwargs)
         return getattr(run.random, name)(*args, **kwargs)
@@ -129,7 +136,7 @@ def _seed_from_run() -> None:
     @functools.wraps(original)
     def seed(self: random.Random, a: Any = None, version: int = 2) -> None:
         if a is None and not isinstance(self, random.SystemRandom):
-            run = active()
+            run = _state.run
             if run is not None:
                 a = run.random.getrandbits(128)
         original(self, a, version)
@@ -142,7 +149,7 @@ def _redirect_clock(name: str, scale: float, cast: Callable[[float], Any]) -> No
 
     @functools.wraps(original)
     def redirected() -> Any:
-        run = active()
+        run = _state.run
         if run is None:
             return original()
         return cast(run.clock() * scale)
@@ -164,7 +171,7 @@ def _default_to_run_clock(name: str, *, position: int) -> None:
 
     @functools.wraps(original)
     def redirected(*args: Any) -> Any:
-        run = active()
+        run = _state.run
         if run is None or len(args) > position:
             return original(*args)
         moment: Any = run.clock()
@@ -184,7 +191,7 @@ _wall_localtime = time.localtime
 
 
 def _uuid4() -> uuid.UUID:
-    run = active()
+    run = _state.run
     if run is None:
         return _original_uuid4()
     return uuid.UUID(int=run.random.getrandbits(128), version=4)
@@ -229,7 +236,7 @@ def _install_once() -> None:
             "uuid.uuid4",
             _THROUGH_MODULE.format(name="uuid.uuid4", module="uuid", extra=""),
         )
-        install_guards(_state)
+        install_guards()
         _installed = True
 
 

@@ -43,6 +43,7 @@ import attrs
 from ._errors import WorkflowSandboxError
 
 __all__ = [
+    "RUNNING",
     "Original",
     "guard",
     "install_guards",
@@ -104,6 +105,8 @@ _REFUSED = {
     "change it inside a @step",
     "os.unsetenv": "changing the environment; pass configuration as workflow input, or "
     "change it inside a @step",
+    "builtins.input": "reading the terminal; pass the data as workflow input or a hook "
+    "payload, or read it inside a @step",
     "sqlite3.connect": "opening a database; query it inside a @step",
     "time.sleep": "time.sleep blocks without being journaled; use `await asyncio.sleep(...)`, "
     "a durable sleep",
@@ -138,11 +141,22 @@ _SOURCE_SUFFIXES = (".py", ".pyc", ".pyi", ".so", ".pyd", ".pth", ".zip", ".egg"
 
 _CPU_CLOCKS = ("process_time", "process_time_ns", "thread_time", "thread_time_ns")
 
-_state: threading.local | None = None
+
+class _Running(threading.local):
+    """Per thread: the run whose workflow code runs on it (``run`` is None elsewhere)."""
+
+    # A class attribute: reading it on a thread that never ran workflow code finds
+    # None without raising (a missing thread-local attribute costs an exception).
+    run: Any = None
+
+
+#: The one flag every guard reads (``_determinism`` sets ``RUNNING.run``).
+RUNNING = _Running()
+_state = RUNNING
 
 
 def _active() -> bool:
-    return _state is not None and getattr(_state, "run", None) is not None
+    return _state.run is not None
 
 
 def refuse(event: str, args: tuple[Any, ...] = ()) -> None:
@@ -189,7 +203,7 @@ def _importing() -> bool:
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if _state is not None and getattr(_state, "run", None) is not None:
+    if _state.run is not None:
         refuse(event, args)
 
 
@@ -203,7 +217,7 @@ def guard(owner: Any, name: str, event: str, *, dotted: str = "") -> None:
 
     @functools.wraps(original_fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        if _state is not None and getattr(_state, "run", None) is not None:
+        if _state.run is not None:
             refuse(event, args)
         return original_fn(*args, **kwargs)
 
@@ -233,7 +247,7 @@ def _guard_stat(name: str) -> None:
 
     @functools.wraps(original_fn)
     def guarded(path: Any, *args: Any, **kwargs: Any) -> Any:
-        if _state is not None and getattr(_state, "run", None) is not None:
+        if _state.run is not None:
             refuse("os.stat", (os.fspath(path) if isinstance(path, os.PathLike) else path,))
         return original_fn(path, *args, **kwargs)
 
@@ -262,22 +276,18 @@ class _Unguarded:
     __slots__ = ("_run",)
 
     def __enter__(self) -> None:
-        self._run = None if _state is None else getattr(_state, "run", None)
-        if _state is not None:
-            _state.run = None
+        self._run = _state.run
+        _state.run = None
 
     def __exit__(self, *exc: object) -> None:
-        if _state is not None:
-            _state.run = self._run
+        _state.run = self._run
 
 
-def install_guards(state: threading.local) -> None:
-    """Arm every guard; ``state.run`` is not None while workflow code runs.
+def install_guards() -> None:
+    """Arm every guard; :data:`RUNNING` ``.run`` is not None while workflow code runs.
 
     Called once per process (by ``_determinism``'s lazy installation).
     """
-    global _state  # noqa: PLW0603 -- set once per process, on first use
-    _state = state
     guard(time, "sleep", "time.sleep", dotted="time.sleep")
     for name in _CPU_CLOCKS:
         if hasattr(time, name):

@@ -35,10 +35,12 @@ import datetime
 import dis
 import functools
 import inspect
+import io
 import linecache
 import os
 import random
 import site
+import socket
 import sys
 import sysconfig
 import textwrap
@@ -254,6 +256,18 @@ class _Reader:
                 "on replay",
                 _RANDOM_ALTERNATIVE,
             )
+        handle = _open_handle(obj)
+        if handle is not None:
+            return self._finding(
+                name,
+                code,
+                line,
+                handle,
+                f"is {handle} opened outside the workflow: reading or writing it reaches "
+                "outside the log, and no event is raised when it is used",
+                "open it, and use it, inside a @step (pass the data the workflow needs as "
+                "step results)",
+            )
         self.reached.extend(_functions_in(obj))
         return None
 
@@ -288,6 +302,23 @@ def _wall_clock_method(owner: Any, attr: str) -> str | None:
     for base, names in _WALL_CLOCK_METHODS.items():
         if issubclass(owner, base) and attr in names:
             return f"datetime.{base.__name__}.{attr}"
+    return None
+
+
+def _open_handle(obj: Any) -> str | None:
+    """What ``obj`` is if it is a file, socket or database connection made elsewhere."""
+    if isinstance(obj, io.IOBase):
+        # Writing to the terminal (print, logging) is not an escape of the run's data.
+        if any(
+            obj is getattr(sys, n, None) for n in ("stdout", "stderr", "__stdout__", "__stderr__")
+        ):
+            return None
+        return f"an open file ({type(obj).__name__})"
+    if isinstance(obj, socket.socket):
+        return "an open socket"
+    sqlite3 = sys.modules.get("sqlite3")  # not imported: no connection can exist
+    if sqlite3 is not None and isinstance(obj, sqlite3.Connection):
+        return "an open sqlite3 connection"
     return None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import logging
 import os
 import pathlib
 import random
@@ -20,6 +21,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -55,6 +57,11 @@ def _missing_dir() -> None:
         os.rmdir("/nonexistent-durasim-sandbox-test")
 
 
+def _read_terminal() -> None:
+    with contextlib.suppress(OSError):  # pytest's stdin refuses outside the sandbox
+        input()
+
+
 #: name -> (the escape, what the refusal must say).  Lambdas, not the functions: a
 #: function stored at import holds the original, which only the check before a run sees.
 ESCAPES: dict[str, tuple[Callable[[], Any], str]] = {
@@ -85,6 +92,7 @@ ESCAPES: dict[str, tuple[Callable[[], Any], str]] = {
     "uuid.uuid1": (lambda: uuid.uuid1(), "uuid.uuid4()"),  # noqa: PLW0108
     "time.process_time": (lambda: time.process_time(), "CPU clock"),  # noqa: PLW0108
     "time.clock_gettime": (lambda: time.clock_gettime(time.CLOCK_REALTIME), "system clock"),
+    "input()": (_read_terminal, "reading the terminal"),
     "socket.gethostname": (lambda: socket.gethostname(), "host name"),  # noqa: PLW0108
 }
 
@@ -187,6 +195,27 @@ async def test_importing_inside_a_workflow_still_works(memory: World, clock: Fix
     assert await run.result() == 0.5
 
 
+@workflow
+async def logs_and_formats_tracebacks() -> str:
+    logger = logging.getLogger("durasim.tests.sandbox")
+    try:
+        raise ValueError("shown")
+    except ValueError:
+        logger.exception("inside a workflow")  # a LogRecord, a traceback read from source
+        text = traceback.format_exc()
+    print("printing works too")
+    return text.splitlines()[-1]
+
+
+async def test_logging_printing_and_tracebacks_work_in_a_workflow(
+    memory: World, clock: FixedClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = await start(logs_and_formats_tracebacks, world=memory)
+    await run_to_end(memory, clock, run)
+    assert await run.result() == "ValueError: shown"
+    assert "inside a workflow" in caplog.text
+
+
 # -- found before the run ----------------------------------------------------------------
 
 BEFORE_THE_RUN = [
@@ -202,6 +231,7 @@ BEFORE_THE_RUN = [
         "durasim.runtime.now()",
     ),
     ("date_today", "`date.today`", "datetime.date.today", "now().date()"),
+    ("module_level_file", "`NOTES`", "an open file (StringIO)", "inside a @step"),
     ("through_a_helper", "`datetime.now` (module wf_sandbox, function stamp", "wall", "now()"),
 ]
 

@@ -8,6 +8,7 @@ imported before its first workflow does.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import random
 from datetime import date, datetime
 from random import random as draw
@@ -17,6 +18,7 @@ from uuid import uuid4
 from durasim.runtime import step, workflow
 
 SHARED = random.Random(7)  # made at import: shared by every run and replay
+NOTES = io.StringIO()  # an open file made at import (a StringIO is one too)
 
 
 def stamp() -> float:
@@ -77,3 +79,8 @@ async def steps_may_read_the_clock() -> float:
         return datetime.now().timestamp()
 
     return await nested_clock() + await real_clock()
+
+
+@workflow
+async def module_level_file() -> str:
+    return NOTES.getvalue()
