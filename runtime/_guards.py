@@ -211,9 +211,12 @@ def guard(owner: Any, name: str, event: str, *, dotted: str = "") -> None:
     """Wrap ``owner.name`` so that calling it inside workflow code refuses ``event``.
 
     With ``dotted`` the original is :func:`remember`-ed (for module attributes, which
-    a name bound at import time can still reach).
+    a name bound at import time can still reach).  A name this Python does not have
+    is skipped (``threading._start_new_thread`` is ``_start_joinable_thread`` on 3.13).
     """
-    original_fn = getattr(owner, name)
+    original_fn = getattr(owner, name, None)
+    if original_fn is None:
+        return
 
     @functools.wraps(original_fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
@@ -290,16 +293,14 @@ def install_guards() -> None:
     """
     guard(time, "sleep", "time.sleep", dotted="time.sleep")
     for name in _CPU_CLOCKS:
-        if hasattr(time, name):
-            guard(time, name, "time.process_time", dotted=f"time.{name}")
+        guard(time, name, "time.process_time", dotted=f"time.{name}")
     for name in ("clock_gettime", "clock_gettime_ns"):
-        if hasattr(time, name):
-            guard(time, name, "time.clock_gettime", dotted=f"time.{name}")
+        guard(time, name, "time.clock_gettime", dotted=f"time.{name}")
     guard(uuid, "uuid1", "uuid.uuid1", dotted="uuid.uuid1")
-    guard(threading, "_start_new_thread", "_thread.start_new_thread")
+    guard(threading, "_start_new_thread", "_thread.start_new_thread")  # Python 3.11, 3.12
+    guard(threading, "_start_joinable_thread", "_thread.start_new_thread")  # 3.13 and later
     guard(os, "urandom", "os.urandom", dotted="os.urandom")
-    if hasattr(os, "getrandom"):
-        guard(os, "getrandom", "os.urandom", dotted="os.getrandom")
+    guard(os, "getrandom", "os.urandom", dotted="os.getrandom")
     # SystemRandom, and so every function of `secrets`, reads random._urandom.
     guard(random, "_urandom", "os.urandom")
     _guard_stat("stat")

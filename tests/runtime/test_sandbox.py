@@ -80,7 +80,7 @@ ESCAPES: dict[str, tuple[Callable[[], Any], str]] = {
     "pathlib.Path.exists": (lambda: pathlib.Path("/tmp").exists(), "os.stat"),
     "os.listdir": (lambda: os.listdir("."), "os.listdir"),
     "os.scandir": (lambda: list(os.scandir(".")), "os.scandir"),
-    "pathlib.Path.iterdir": (lambda: list(pathlib.Path(".").iterdir()), "os.listdir"),
+    "pathlib.Path.iterdir": (lambda: list(pathlib.Path(".").iterdir()), "listing a directory"),
     "os.rmdir": (_missing_dir, "os.rmdir"),
     "sqlite3.connect": (lambda: sqlite3.connect(":memory:").close(), "sqlite3.connect"),
     "a warm thread pool": (lambda: POOLS["warm"].submit(int).result(), "executor"),
