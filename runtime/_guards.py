@@ -112,6 +112,8 @@ _REFUSED = {
     "a durable sleep",
     "_thread.start_new_thread": "starting a thread; workflow code is single-threaded, use "
     "asyncio tasks, or threads inside a @step",
+    "_thread.start_joinable_thread": "starting a thread; workflow code is single-threaded, "
+    "use asyncio tasks, or threads inside a @step",
     "executor.submit": "submitting work to an executor (a thread or process pool); "
     "use asyncio tasks, or the pool inside a @step",
     "os.urandom": "reading the operating system's randomness (os.urandom, secrets, "

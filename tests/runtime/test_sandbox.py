@@ -136,6 +136,28 @@ async def test_an_escape_is_refused_in_a_workflow_and_works_elsewhere(
 
 
 @workflow
+async def submits_to_a_process_pool() -> int:
+    return POOLS["processes"].submit(int).result()
+
+
+async def test_a_process_pool_is_refused_before_it_starts_a_process(
+    memory: World, clock: FixedClock
+) -> None:
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1) as pool:
+        POOLS["processes"] = pool
+        try:
+            run = await start(submits_to_a_process_pool, world=memory)
+            await run_to_end(memory, clock, run)
+        finally:
+            POOLS.pop("processes")
+        assert not pool._processes  # nothing was started
+    with pytest.raises(WorkflowFailed) as caught:
+        await run.result()
+    assert isinstance(caught.value.__cause__, WorkflowSandboxError)
+    assert "executor" in str(caught.value.__cause__)
+
+
+@workflow
 async def local_generators() -> list[float]:
     first, second = random.Random(), random.Random()
     random.seed(5)
