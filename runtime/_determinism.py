@@ -33,7 +33,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from ._guards import RUNNING, install_guards, remember
+from ._guards import RUNNING, as_module_function, install_guards, remember
 
 __all__ = [
     "RunDeterminism",
@@ -119,7 +119,7 @@ def _redirect_random(name: str) -> None:
             return original(*args, **kwargs)
         return getattr(run.random, name)(*args, **kwargs)
 
-    setattr(random, name, redirected)
+    setattr(random, name, as_module_function(redirected))
     remember(
         original,
         f"random.{name}",
@@ -154,7 +154,7 @@ def _redirect_clock(name: str, scale: float, cast: Callable[[float], Any]) -> No
             return original()
         return cast(run.clock() * scale)
 
-    setattr(time, name, redirected)
+    setattr(time, name, as_module_function(redirected))
     remember(
         original,
         f"time.{name}",
@@ -179,7 +179,7 @@ def _default_to_run_clock(name: str, *, position: int) -> None:
             moment = _wall_localtime(moment)
         return original(*args, moment)
 
-    setattr(time, name, redirected)
+    setattr(time, name, as_module_function(redirected))
     remember(
         original,
         f"time.{name}",
@@ -230,7 +230,7 @@ def _install_once() -> None:
         _default_to_run_clock("ctime", position=0)
         _default_to_run_clock("asctime", position=0)
         _default_to_run_clock("strftime", position=1)
-        uuid.uuid4 = _uuid4
+        uuid.uuid4 = as_module_function(_uuid4)
         remember(
             _original_uuid4,
             "uuid.uuid4",

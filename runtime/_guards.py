@@ -36,6 +36,7 @@ import threading
 import time
 import types
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -45,6 +46,7 @@ from ._errors import WorkflowSandboxError
 __all__ = [
     "RUNNING",
     "Original",
+    "as_module_function",
     "guard",
     "install_guards",
     "original",
@@ -226,15 +228,25 @@ def guard(owner: Any, name: str, event: str, *, dotted: str = "") -> None:
             refuse(event, args)
         return original_fn(*args, **kwargs)
 
-    setattr(owner, name, guarded)
+    setattr(owner, name, guarded if isinstance(owner, type) else as_module_function(guarded))
     if dotted:
         remember(original_fn, dotted, _REFUSED.get(event, _STEP))
-    _keep_capabilities(original_fn, guarded)
+    _keep_capabilities(original_fn, getattr(owner, name))
 
 
 _CAPABILITY_SETS = (
     *("supports_dir_fd", "supports_fd", "supports_follow_symlinks", "supports_effective_ids"),
 )
+
+
+def as_module_function(function: Callable[..., Any]) -> Any:
+    """``function``, made to replace a builtin module function without becoming a method.
+
+    A builtin stored as a class attribute is called without ``self``
+    (``logging.Formatter.converter = time.gmtime``); a Python function would be bound.
+    A ``staticmethod`` is callable and never binds, so the replacement behaves alike.
+    """
+    return staticmethod(function)
 
 
 def _keep_capabilities(old: object, new: object) -> None:
@@ -256,9 +268,9 @@ def _guard_stat(name: str) -> None:
             refuse("os.stat", (os.fspath(path) if isinstance(path, os.PathLike) else path,))
         return original_fn(path, *args, **kwargs)
 
-    setattr(os, name, guarded)
+    setattr(os, name, as_module_function(guarded))
     remember(original_fn, f"os.{name}", _REFUSED["os.stat"])
-    _keep_capabilities(original_fn, guarded)
+    _keep_capabilities(original_fn, getattr(os, name))
 
 
 def _guard_environ() -> None:

@@ -31,6 +31,7 @@ import wf_sandbox
 from _drive import run_to_end
 
 from durasim.runtime import WorkflowFailed, WorkflowSandboxError, start, step, workflow
+from durasim.runtime._determinism import ensure_installed
 from durasim.runtime._sandbox_check import check_workflow, findings_of
 from durasim.worlds import CountingIds, FixedClock, MemoryWorld, World
 
@@ -236,6 +237,26 @@ async def test_logging_printing_and_tracebacks_work_in_a_workflow(
     await run_to_end(memory, clock, run)
     assert await run.result() == "ValueError: shown"
     assert "inside a workflow" in caplog.text
+
+
+def test_a_replaced_function_stored_on_a_class_is_not_bound_as_a_method() -> None:
+    ensure_installed()
+
+    class UtcFormatter(logging.Formatter):
+        converter = time.gmtime  # the logging idiom: called as self.converter(seconds)
+
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "message", None, None)
+    assert UtcFormatter("%(asctime)s").format(record)
+
+    class Clocks:
+        now = time.time
+        stat = os.stat
+
+    assert Clocks().now() > 0
+    assert Clocks().stat(".") is not None
+    # shutil.rmtree chooses its symlink-safe form by these (computed when shutil is imported)
+    assert os.stat in os.supports_dir_fd
+    assert os.stat in os.supports_follow_symlinks
 
 
 # -- found before the run ----------------------------------------------------------------
