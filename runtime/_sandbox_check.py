@@ -37,6 +37,7 @@ import functools
 import inspect
 import io
 import linecache
+import logging
 import os
 import random
 import site
@@ -59,6 +60,7 @@ from ._guards import original
 __all__ = ["Finding", "check_workflow", "findings_of"]
 
 _MISSING = object()
+_log = logging.getLogger("durasim.runtime")
 
 #: How many functions one workflow's check reads at most (a bound, not a budget).
 MAX_FUNCTIONS = 2000
@@ -123,7 +125,11 @@ def check_workflow(fn: Callable[..., Any], *, workflow_name: str) -> WorkflowSan
     """
     found = _CHECKED.get(fn)
     if found is None:
-        found = findings_of(fn)
+        try:
+            found = findings_of(fn)
+        except Exception:  # a safety net must not break the run it guards
+            _log.exception("sandbox check of workflow %r failed; the run goes on", workflow_name)
+            found = ()
         _CHECKED[fn] = found
     if not found:
         return None
@@ -419,7 +425,7 @@ def _static_attr(obj: Any, attr: str) -> Any:
         return _MISSING
     try:
         namespace = object.__getattribute__(obj, "__dict__")
-    except AttributeError:
+    except (AttributeError, TypeError):
         return _MISSING
     return namespace.get(attr, _MISSING) if isinstance(namespace, dict) else _MISSING
 
