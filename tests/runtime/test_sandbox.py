@@ -23,6 +23,7 @@ import sys
 import time
 import traceback
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -30,7 +31,14 @@ import pytest
 import wf_sandbox
 from _drive import run_to_end
 
-from durasim.runtime import WorkflowFailed, WorkflowSandboxError, start, step, workflow
+from durasim.runtime import (
+    WorkflowFailed,
+    WorkflowSandboxError,
+    _sandbox_check,
+    start,
+    step,
+    workflow,
+)
 from durasim.runtime._determinism import ensure_installed
 from durasim.runtime._sandbox_check import check_workflow, findings_of
 from durasim.worlds import CountingIds, FixedClock, MemoryWorld, World
@@ -312,6 +320,24 @@ def test_the_check_reads_the_code_once() -> None:
     assert first is not second  # each run gets its own error (its own traceback)
     assert str(first) == str(second)
     assert findings_of(escapes.definition.fn) == ()  # the table it reads is not followed
+
+
+async def test_a_check_that_fails_lets_the_run_go_on(
+    memory: World,
+    clock: FixedClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(fn: object) -> tuple[()]:
+        raise RuntimeError("a bug in the check")
+
+    monkeypatch.setattr(_sandbox_check, "findings_of", broken)
+    monkeypatch.setattr(_sandbox_check, "_CHECKED", weakref.WeakKeyDictionary())
+    run = await start(wf_sandbox.bound_time, world=memory)
+    # replay=False: unchecked, it reads the real clock, so a cold replay returns another value
+    await run_to_end(memory, clock, run, replay=False)
+    assert await run.result() > 0
+    assert "sandbox check of workflow 'bound_time' failed" in caplog.text
 
 
 def test_a_name_bound_after_the_sandbox_is_installed_is_the_redirected_one(
