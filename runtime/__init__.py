@@ -66,6 +66,7 @@ from .serialization import (
     serializable,
     serialize,
 )
+from .serialization._registry import register_durasim_errors as _register_durasim_errors
 
 __all__ = [
     "DEFAULT_HOME",
@@ -145,3 +146,7 @@ __all__ = [
 
 # Inside workflows, asyncio.wait / as_completed keep their arguments' order.
 _route_stdlib()
+
+# A workflow that raises one of these (WorkflowSandboxError, HookConflictError ...)
+# fails with it as the cause, revived as itself, not as a RevivedError.
+_register_durasim_errors(default_registry(), globals(), __all__)

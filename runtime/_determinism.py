@@ -2,17 +2,23 @@
 
 While workflow code runs (and only then, and only on the thread running it):
 
-* ``time.time()``, ``time.time_ns()``, ``time.monotonic()`` and ``time.perf_counter()``
-  return the run's clock: the time of the last event delivered to the workflow;
-* the module-level functions of :mod:`random` and ``uuid.uuid4()`` draw from a
-  generator seeded from the run id, so every replay sees the same values;
-* opening files, sockets, subprocesses, ``time.sleep`` and starting threads raise
-  :class:`WorkflowSandboxError` naming the call and the step-side alternative
-  (an audit hook; importing modules still works).
+* ``time.time()``, ``time.monotonic()``, ``time.perf_counter()`` and their ``_ns``
+  forms return the run's clock: the time of the last event delivered to the
+  workflow; ``time.localtime()``, ``gmtime()``, ``ctime()``, ``asctime()`` and
+  ``strftime()`` without a time argument format that clock;
+* the module-level functions of :mod:`random` (``seed`` included) and
+  ``uuid.uuid4()`` draw from a generator seeded from the run id, and a new
+  ``random.Random()`` is seeded from that generator, so every replay sees the
+  same values;
+* everything else that reaches outside the process is refused with
+  :class:`WorkflowSandboxError` (``_guards``).
 
-``datetime.now()`` cannot be redirected (it is implemented in C): inside a
-workflow use :func:`durasim.runtime.now` or ``time.time()``.  Step bodies run
-outside all of this and have the whole of Python.
+Every redirection checks one thread-local and is installed lazily, the first
+time workflow code runs: nothing changes for a process that runs no workflow.
+``datetime.now()`` cannot be redirected (it is implemented in C), nor can a name
+bound to an original before the installation (``from time import time``): the
+check before a run (``_sandbox_check``) finds those.  Step bodies run outside all
+of this and have the whole of Python.
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import random
-import sys
 import threading
 import time
 import uuid
@@ -28,18 +33,19 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from ._errors import WorkflowSandboxError
+from ._guards import RUNNING, as_module_function, install_guards, remember
 
 __all__ = [
     "RunDeterminism",
     "active",
+    "ensure_installed",
     "now",
-    "outside_sandbox",
+    "random_functions",
     "wall_monotonic",
     "wall_perf_counter",
 ]
 
-_state = threading.local()
+_state = RUNNING
 
 #: The real clocks, taken before any redirection: for timing the engine itself
 #: (and cheaper than the redirected ``time`` functions, which look for a run first).
@@ -49,7 +55,8 @@ wall_monotonic = time.monotonic
 
 def active() -> RunDeterminism | None:
     """The run whose workflow code is running on this thread, if any."""
-    return getattr(_state, "run", None)
+    run: RunDeterminism | None = _state.run
+    return run
 
 
 class RunDeterminism:
@@ -76,21 +83,8 @@ class _Active:
         self._previous: RunDeterminism | None = None
 
     def __enter__(self) -> None:
-        self._previous = getattr(_state, "run", None)
+        self._previous = _state.run
         _state.run = self._run
-
-    def __exit__(self, *exc: object) -> None:
-        _state.run = self._previous
-
-
-class outside_sandbox:
-    """Lift the sandbox on this thread for the runtime's own I/O (reading source lines)."""
-
-    __slots__ = ("_previous",)
-
-    def __enter__(self) -> None:
-        self._previous = getattr(_state, "run", None)
-        _state.run = None
 
     def __exit__(self, *exc: object) -> None:
         _state.run = self._previous
@@ -98,7 +92,7 @@ class outside_sandbox:
 
 def now() -> datetime:
     """The current time: the run's clock inside a workflow, the wall clock elsewhere."""
-    run = active()
+    run = _state.run
     if run is None:
         return datetime.now(UTC)
     return datetime.fromtimestamp(run.clock(), UTC)
@@ -106,15 +100,13 @@ def now() -> datetime:
 
 # --- redirections -------------------------------------------------------------------
 
-_RANDOM_FUNCTIONS = (
-    *("betavariate", "choice", "choices", "expovariate", "gammavariate", "gauss"),
-    *("getrandbits", "lognormvariate", "normalvariate", "paretovariate", "randbytes"),
-    *("randint", "random", "randrange", "sample", "shuffle", "triangular", "uniform"),
-    *("vonmisesvariate", "weibullvariate"),
-)
-
 _installed = False
 _install_lock = threading.Lock()
+
+_THROUGH_MODULE = (
+    "call {name}() through its module (`import {module}`; `{name}()` is redirected inside "
+    "workflows){extra}"
+)
 
 
 def _redirect_random(name: str) -> None:
@@ -122,12 +114,34 @@ def _redirect_random(name: str) -> None:
 
     @functools.wraps(original)
     def redirected(*args: Any, **kwargs: Any) -> Any:
-        run = active()
+        run = _state.run  # not active(): a call less per read
         if run is None:
             return original(*args, **kwargs)
         return getattr(run.random, name)(*args, **kwargs)
 
-    setattr(random, name, redirected)
+    setattr(random, name, as_module_function(redirected))
+    remember(
+        original,
+        f"random.{name}",
+        _THROUGH_MODULE.format(name=f"random.{name}", module="random", extra=""),
+    )
+
+
+def _seed_from_run() -> None:
+    # random.Random() (and .seed() without a value) would seed from the operating
+    # system; inside a workflow it is seeded from the run's generator instead, so a
+    # local generator replays like the module-level functions.
+    original = random.Random.seed
+
+    @functools.wraps(original)
+    def seed(self: random.Random, a: Any = None, version: int = 2) -> None:
+        if a is None and not isinstance(self, random.SystemRandom):
+            run = _state.run
+            if run is not None:
+                a = run.random.getrandbits(128)
+        original(self, a, version)
+
+    random.Random.seed = seed  # type: ignore[method-assign]
 
 
 def _redirect_clock(name: str, scale: float, cast: Callable[[float], Any]) -> None:
@@ -135,30 +149,49 @@ def _redirect_clock(name: str, scale: float, cast: Callable[[float], Any]) -> No
 
     @functools.wraps(original)
     def redirected() -> Any:
-        run = active()
+        run = _state.run
         if run is None:
             return original()
         return cast(run.clock() * scale)
 
-    setattr(time, name, redirected)
+    setattr(time, name, as_module_function(redirected))
+    remember(
+        original,
+        f"time.{name}",
+        _THROUGH_MODULE.format(
+            name=f"time.{name}", module="time", extra=", or durasim.runtime.now()"
+        ),
+    )
 
 
-def _refuse_when_active(module: Any, name: str, event: str) -> None:
-    """Wrap ``module.name`` so it raises inside workflow code (Python 3.11 has no audit
-    event for ``time.sleep`` or for starting a thread)."""
-    original = getattr(module, name)
+def _default_to_run_clock(name: str, *, position: int) -> None:
+    """``time.localtime()`` & co. without their time argument read the wall clock in C:
+    inside a workflow the missing argument becomes the run's clock."""
+    original = getattr(time, name)
 
     @functools.wraps(original)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        if active() is not None:
-            _audit(event, args)
-        return original(*args, **kwargs)
+    def redirected(*args: Any) -> Any:
+        run = _state.run
+        if run is None or len(args) > position:
+            return original(*args)
+        moment: Any = run.clock()
+        if name in ("asctime", "strftime"):
+            moment = _wall_localtime(moment)
+        return original(*args, moment)
 
-    setattr(module, name, guarded)
+    setattr(time, name, as_module_function(redirected))
+    remember(
+        original,
+        f"time.{name}",
+        _THROUGH_MODULE.format(name=f"time.{name}", module="time", extra=""),
+    )
+
+
+_wall_localtime = time.localtime
 
 
 def _uuid4() -> uuid.UUID:
-    run = active()
+    run = _state.run
     if run is None:
         return _original_uuid4()
     return uuid.UUID(int=run.random.getrandbits(128), version=4)
@@ -166,42 +199,15 @@ def _uuid4() -> uuid.UUID:
 
 _original_uuid4 = uuid.uuid4
 
-# Audit events refused inside workflow code, with the step-side alternative.
-_REFUSED = {
-    "open": "opening a file; read or write it inside a @step",
-    "socket.__new__": "creating a socket; do network I/O inside a @step",
-    "socket.connect": "connecting a socket; do network I/O inside a @step",
-    "socket.getaddrinfo": "a DNS lookup; do network I/O inside a @step",
-    "subprocess.Popen": "starting a subprocess; run it inside a @step",
-    "os.system": "os.system; run it inside a @step",
-    "os.exec": "os.exec*; run it inside a @step",
-    "os.posix_spawn": "spawning a process; run it inside a @step",
-    "os.spawn": "spawning a process; run it inside a @step",
-    "os.fork": "forking; run it inside a @step",
-    "time.sleep": "time.sleep blocks without being journaled; use `await asyncio.sleep(...)`, "
-    "a durable sleep",
-    "_thread.start_new_thread": "starting a thread; workflow code is single-threaded, use "
-    "asyncio tasks, or threads inside a @step",
-}
-# Imports open source and bytecode files; those stay allowed.
-_IMPORT_SUFFIXES = (".py", ".pyc", ".pyi", ".so", ".pyd", ".pth", ".zip", ".egg")
 
-
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if event not in _REFUSED or getattr(_state, "run", None) is None:
-        return
-    if event == "open":
-        path = args[0] if args else ""
-        mode = args[1] if len(args) > 1 else "r"
-        if isinstance(path, str | bytes) and (mode in (None, "r", "rb")):
-            name = path.decode(errors="replace") if isinstance(path, bytes) else path
-            if name.endswith(_IMPORT_SUFFIXES) or name.endswith("/"):
-                return
-    raise WorkflowSandboxError(
-        f"{event} inside workflow code: {_REFUSED[event]}. Workflow code must replay "
-        "identically; anything that touches the outside world belongs in a step",
-        call=event,
-    )
+def random_functions() -> list[str]:
+    """The names of :mod:`random` that are methods of its hidden global generator."""
+    hidden = getattr(random, "_inst", None)
+    return [
+        name
+        for name, value in vars(random).items()
+        if not name.startswith("_") and getattr(value, "__self__", None) is hidden
+    ]
 
 
 def _install_once() -> None:
@@ -211,15 +217,29 @@ def _install_once() -> None:
     with _install_lock:
         if _installed:  # another thread won the race
             return  # type: ignore[unreachable]
-        for name in _RANDOM_FUNCTIONS:
-            if hasattr(random, name):
-                _redirect_random(name)
-        _redirect_clock("time", 1.0, float)
-        _redirect_clock("monotonic", 1.0, float)
-        _redirect_clock("perf_counter", 1.0, float)
-        _redirect_clock("time_ns", 1e9, int)
-        uuid.uuid4 = _uuid4
-        _refuse_when_active(time, "sleep", "time.sleep")
-        _refuse_when_active(threading, "_start_new_thread", "_thread.start_new_thread")
-        sys.addaudithook(_audit)
+        # seed, getstate and setstate too: random.seed(1) then random.random()
+        # inside a workflow use the run's generator, seeded by the workflow.
+        for name in random_functions():
+            _redirect_random(name)
+        _seed_from_run()
+        for clock in ("time", "monotonic", "perf_counter"):
+            _redirect_clock(clock, 1.0, float)
+            _redirect_clock(f"{clock}_ns", 1e9, int)
+        _default_to_run_clock("localtime", position=0)
+        _default_to_run_clock("gmtime", position=0)
+        _default_to_run_clock("ctime", position=0)
+        _default_to_run_clock("asctime", position=0)
+        _default_to_run_clock("strftime", position=1)
+        uuid.uuid4 = as_module_function(_uuid4)
+        remember(
+            _original_uuid4,
+            "uuid.uuid4",
+            _THROUGH_MODULE.format(name="uuid.uuid4", module="uuid", extra=""),
+        )
+        install_guards()
         _installed = True
+
+
+def ensure_installed() -> None:
+    """Install the redirections and guards now (the check before a run needs them)."""
+    _install_once()

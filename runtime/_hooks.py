@@ -26,6 +26,7 @@ from durasim.worlds import Event, EventRequest, HookNotFound, World
 
 from ._authoring import STEP_CALLER
 from ._errors import HookConflictError, HookDisposedError, HookNotFoundError
+from ._guards import unguarded
 from ._wake import enqueue_wake
 from .serialization import serialize
 
@@ -39,8 +40,14 @@ TOKEN_BYTES = 24
 
 
 def new_token() -> str:
-    """An unguessable, URL-safe hook token."""
-    return secrets.token_urlsafe(TOKEN_BYTES)
+    """An unguessable, URL-safe hook token.
+
+    Made from the operating system's randomness even inside workflow code (where the
+    sandbox refuses it): a token must not be guessable from the run id, and a replay
+    reuses the recorded one.
+    """
+    with unguarded():
+        return secrets.token_urlsafe(TOKEN_BYTES)
 
 
 @attrs.frozen

@@ -39,6 +39,7 @@ from ._errors import ReplayDivergence
 from ._hooks import HookConflict, HookState, new_token
 from ._loop import WorkflowLoop
 from ._metadata import WORKFLOW_METADATA, WorkflowMetadata
+from ._sandbox_check import check_workflow
 from ._signals import CANCEL_ATTR
 from ._sites import hook_stem, timer_stem
 from .serialization import FatalError, SerializationError, deserialize, serialize
@@ -246,6 +247,8 @@ class Replay:
                 started_at=self._started_at,
             ),
         )
+        if failure is None:  # escapes the sandbox cannot catch while the code runs
+            failure = check_workflow(self.definition.fn, workflow_name=self.definition.name)
         if failure is None:
             try:
                 coro = self.definition.fn(*args, **kwargs)

@@ -21,14 +21,21 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar, overload
 
 import attrs
 
 from ._errors import SerializationError
 
-__all__ = ["ClassRegistry", "Registered", "default_class_id", "default_registry", "serializable"]
+__all__ = [
+    "ClassRegistry",
+    "Registered",
+    "default_class_id",
+    "default_registry",
+    "register_durasim_errors",
+    "serializable",
+]
 
 _T = TypeVar("_T", bound=type)
 
@@ -192,20 +199,35 @@ class ClassRegistry:
 _DEFAULT = ClassRegistry()
 
 
+def register_durasim_errors(
+    registry: ClassRegistry, namespace: Mapping[str, object], names: Iterable[str]
+) -> None:
+    """Register the ``DurasimError`` classes among ``names`` of a public namespace.
+
+    durasim's own errors decode as themselves everywhere (a workflow's
+    ``WorkflowSandboxError`` comes back as one, not as a ``RevivedError``), under ids
+    that do not depend on which private module defines them (so moving one breaks
+    no log): ``error//durasim//<public name>``.
+    """
+    from durasim.worlds import DurasimError  # noqa: PLC0415 -- the root, no cycle
+
+    for name in names:
+        # namespace lookups, not getattr(): a lazily imported name (PostgresWorld,
+        # which imports psycopg) is no error and must not be imported here.
+        obj = namespace.get(name)
+        if isinstance(obj, type) and issubclass(obj, DurasimError):
+            registry.register(obj, class_id=f"error//durasim//{name}")
+
+
 def _register_durasim_errors(registry: ClassRegistry) -> None:
-    # durasim's own errors decode as themselves everywhere, under ids that do not
-    # depend on which private module defines them (so moving one breaks no log).
+    # The runtime's own errors are registered by durasim.runtime (its __init__),
+    # which imports this module first.
     from durasim import worlds  # noqa: PLC0415 -- only at import of this module
 
     from . import _errors  # noqa: PLC0415
 
     for module in (worlds, _errors):
-        for name in module.__all__:
-            # vars(), not getattr(): a lazily imported name (PostgresWorld, which
-            # imports psycopg) is no error and must not be imported here.
-            obj = vars(module).get(name)
-            if isinstance(obj, type) and issubclass(obj, worlds.DurasimError):
-                registry.register(obj, class_id=f"error//durasim//{name}")
+        register_durasim_errors(registry, vars(module), module.__all__)
 
 
 _register_durasim_errors(_DEFAULT)
