@@ -63,9 +63,7 @@ def importable_name(path: Path, *, script: bool = False) -> str | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _importable_name(
-    path: Path, search: tuple[str, ...], cwd: str, *, script: bool
-) -> str | None:
+def _importable_name(path: Path, search: tuple[str, ...], cwd: str, *, script: bool) -> str | None:
     if path.suffix != ".py":
         return None
     parts = [] if path.name == "__init__.py" else [path.stem]

@@ -30,7 +30,6 @@ from hypothesis.errors import Flaky
 from durasim.sim import FAULT_KINDS, FifoChoices, Sim
 
 from ._example import ExampleReport, Property, StoreFactory, run_example
-from ._harness import drive
 from ._schedulers import PCTScheduler, RandomScheduler, RecordingSource, Scheduling
 from ._script import render_script
 from ._seeds import ExampleConfig, object_ref
@@ -175,7 +174,7 @@ class _Found(Exception):
         self.report = report
 
 
-class _FoundStuck(BaseException):  # noqa: N818 -- a signal: Hypothesis lets it through unshrunk
+class _FoundStuck(BaseException):
     """A stuck example: ends the exploration at once (Hypothesis does not catch it)."""
 
     def __init__(self, report: ExampleReport) -> None:

@@ -143,7 +143,7 @@ def test_a_workflow_in_an_interactive_main_is_refused_saying_how_to_run_it() -> 
         """
     )
     with pytest.raises(InvalidDefinition) as info:
-        exec(source, {"__name__": "__main__"})  # noqa: S102 -- a REPL's __main__
+        exec(source, {"__name__": "__main__"})
     message = str(info.value)
     assert "typed_in is defined in __main__ (an interactive session" in message
     assert "python -m pkg.mod" in message
@@ -151,7 +151,7 @@ def test_a_workflow_in_an_interactive_main_is_refused_saying_how_to_run_it() -> 
 
     named = source.replace("@workflow", "@workflow(module='typed_in_module')")
     namespace: dict[str, Any] = {"__name__": "__main__"}
-    exec(named, namespace)  # noqa: S102 -- module= names it: accepted
+    exec(named, namespace)
     definition = workflow_definition(namespace["typed_in"])
     assert definition.workflow_id == "workflow//typed_in_module//typed_in"
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from simflows import chain
 
 from durasim.runtime import step, workflow
 from durasim.sim import BudgetExceeded, Sim, StuckCode
-
-from simflows import chain
 
 #: Small enough to keep the suite fast; the one budget each test below relies on.
 BUDGET = 0.5
