@@ -371,7 +371,12 @@ class Scheduler:
 
     def _check_wall_budget(self) -> None:
         if self.halted is None and wall_monotonic() - self._wall_start > self.max_wall_seconds:
-            self.halt(f"wall-time budget of {self.max_wall_seconds} s exceeded")
+            stuck = f": {self.stuck}" if self.stuck is not None else ""
+            self.halt(f"wall-time budget of {self.max_wall_seconds} s exceeded{stuck}")
+
+    def note_stuck(self, stuck: StuckCode) -> None:
+        """The watchdog's report, told from its thread before its interrupt lands."""
+        self.stuck = stuck
 
     def _alone(self) -> bool:
         """Whether the running task is the only thing that could run now."""

@@ -304,12 +304,11 @@ class Sim:
         core = self._core
         budget = core.max_wall_seconds
         allowance = max(1.0, budget)
-        guard = WallGuard(threading.get_ident(), label=self._frame_writer)
-        guard.arm(
-            core.wall_deadline + grace_after(budget),
-            allowance=allowance,
-            halted=lambda: core.halted is not None,
+        guard = WallGuard(
+            threading.get_ident(), label=self._frame_writer, on_fire=core.note_stuck
         )
+        due = core.wall_deadline + grace_after(budget)
+        guard.arm(due, allowance=allowance, halted=lambda: core.halted is not None)
         strikes = 0
         while True:
             try:
@@ -323,6 +322,9 @@ class Sim:
                 if stuck is not None:
                     strikes += 1
                     core.interrupted(stuck)
+                    # Tasks that die of the interrupt unawaited are no news either.
+                    core.loop.set_exception_handler(_drop_interrupts)
+                    due = wall_monotonic() + allowance
                 if task.done() and not task.cancelled():
                     if not isinstance(task.exception(), WallBudgetInterrupt):
                         return task.result()
@@ -334,10 +336,10 @@ class Sim:
                         "max_wall_seconds",
                         stuck=core.stuck,
                     ) from None
-                # A delivery (not the script) was stuck: the script goes on and
-                # sees the halt; a re-raise by a task awaiting the stuck one is no news.
-                if stuck is not None:
-                    guard.arm(wall_monotonic() + allowance, allowance=allowance, halted=None)
+                # A delivery (not the script) was stuck: the script goes on, sees the
+                # halt, and has the allowance to finish.  (An interrupt without a new
+                # report is a task re-raising it: it awaited the stuck one.)
+                guard.arm(due, allowance=allowance, halted=None)
 
     @staticmethod
     def _frame_writer(frame: FrameType) -> str | None:
@@ -688,6 +690,11 @@ _GIVE_UP = 3
 #: Frames the watchdog's report names a writer by: a delivery's, the script's.
 _DELIVER_CODE = Scheduler._deliver.__code__
 _MAIN_CODE = Sim._main.__code__
+
+
+def _drop_interrupts(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    if not isinstance(context.get("exception"), WallBudgetInterrupt):
+        loop.default_exception_handler(context)
 
 
 def _external(name: str) -> Writer:

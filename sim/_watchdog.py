@@ -62,10 +62,14 @@ class WallGuard:
     Args:
         thread_id: the simulation's thread (``threading.get_ident()``).
         label: names the writer a frame of that thread works for.
+        on_fire: told the report when the watchdog fires, in the watchdog's
+            thread (before the interrupt lands: a task unwinding slowly, through
+            ``finally: await ...``, may let the scheduler halt first).
     """
 
     thread_id: int
     label: FrameLabel
+    on_fire: Callable[[StuckCode], None] = lambda stuck: None
     due: float = 0.0
     allowance: float = 0.0
     halted: Callable[[], bool] | None = None
@@ -143,6 +147,7 @@ class _Watchdog:
         if frame is None:
             return  # the thread is gone
         guard.stuck = _stuck(frame, guard.label)
+        guard.on_fire(guard.stuck)
         self._fired.add(id(guard))
         _raise_in(guard.thread_id, WallBudgetInterrupt)
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+from datetime import timedelta
+
 import pytest
-from simflows import chain
+from simflows import chain, sleepy
 
 from durasim.runtime import step, workflow
 from durasim.sim import BudgetExceeded, Sim, StuckCode
@@ -34,6 +37,16 @@ async def spins_in_workflow() -> None:
 @workflow(module="watchdogtests")
 async def spins_in_step() -> None:
     await spinning_step()
+
+
+@step(module="watchdogtests")
+def fine_step() -> int:
+    return 1
+
+
+@workflow(module="watchdogtests")
+async def spins_in_one_of_two_steps() -> None:
+    await asyncio.gather(fine_step(), spinning_step())
 
 
 def _assert_names(stuck: StuckCode | None, function: str) -> StuckCode:
@@ -68,6 +81,17 @@ def test_a_step_body_that_never_yields_ends_with_a_report_naming_it() -> None:
     assert outcome.status.value == "running"
 
 
+def test_a_step_running_beside_another_that_never_yields_is_named() -> None:
+    # Concurrent steps run as tasks: the interrupted one is awaited by the
+    # orchestrator, which re-raises it later; the report stays the first one's.
+    sim = Sim(max_wall_seconds=BUDGET)
+    outcome = sim.run_sync(lambda s: s.run(spins_in_one_of_two_steps))
+
+    assert outcome.idle.status == "budget"
+    _assert_names(outcome.idle.stuck, "spin_forever")
+    assert outcome.status.value == "running"
+
+
 def test_a_script_that_never_yields_raises_budget_exceeded_naming_it() -> None:
     async def script(sim: Sim) -> None:
         await sim.run(chain, 2)
@@ -78,6 +102,18 @@ def test_a_script_that_never_yields_raises_budget_exceeded_naming_it() -> None:
         sim.run_sync(script)
     stuck = _assert_names(caught.value.stuck, "spin_forever")  # type: ignore[attr-defined]
     assert stuck.writer == "the script"
+
+
+def test_a_script_stuck_after_the_scheduler_halted_gets_the_allowance_then_ends() -> None:
+    async def script(sim: Sim) -> None:
+        outcome = await sim.run(sleepy, 365)
+        assert outcome.idle.status == "budget"  # the virtual-time budget: halted by itself
+        spin_forever()
+
+    sim = Sim(max_wall_seconds=BUDGET, max_virtual_time=timedelta(days=30))
+    with pytest.raises(BudgetExceeded, match="virtual-time budget") as caught:
+        sim.run_sync(script)
+    _assert_names(caught.value.stuck, "spin_forever")  # type: ignore[attr-defined]
 
 
 def test_the_simulation_thread_is_not_interrupted_after_the_sim_ended() -> None:
