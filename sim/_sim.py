@@ -304,9 +304,7 @@ class Sim:
         core = self._core
         budget = core.max_wall_seconds
         allowance = max(1.0, budget)
-        guard = WallGuard(
-            threading.get_ident(), label=self._frame_writer, on_fire=core.note_stuck
-        )
+        guard = WallGuard(threading.get_ident(), label=self._frame_writer, on_fire=core.note_stuck)
         due = core.wall_deadline + grace_after(budget)
         guard.arm(due, allowance=allowance, halted=lambda: core.halted is not None)
         strikes = 0
