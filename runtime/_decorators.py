@@ -108,8 +108,8 @@ def _id_module(what: str, fn: types.FunctionType) -> str:
     raise InvalidDefinition(
         f"@{what} {fn.__qualname__} is defined in __main__ ({where}), which no worker can "
         "import, so no worker could find its code by its id: run the file as a module "
-        "(`python -m pkg.mod`, from the folder a worker imports from), or run it from a "
-        f"folder above it, or pass module='pkg.mod' to @{what} (the name a worker imports)",
+        "(`python -m pkg.mod`) from the folder a worker imports it from, or pass "
+        f"module='pkg.mod' to @{what} (the name a worker imports)",
         function=fn.__qualname__,
     )
 

@@ -12,9 +12,11 @@ worker would import it, however this process loaded it:
   ``sys.path`` entry, except the folder of the running script itself (Python
   puts it first for the script alone; a worker does not have it).  The deepest
   root that holds the file wins (``src/`` on ``sys.path`` beats the current
-  directory above it).
+  directory above it).  A loose script (in no package) below no other root is
+  named by its stem, as a worker started in its folder would import it.
 
-A file below no import root has no importable name (``None``).
+Otherwise there is no importable name (``None``): a module of a package run as
+a script from outside the project, a file below no import root.
 """
 
 from __future__ import annotations
@@ -73,18 +75,30 @@ def _importable_name(path: Path, search: tuple[str, ...], cwd: str, *, script: b
         folder = folder.parent
     here = Path(cwd).resolve()
     roots = [here]
+    own = False  # the script's own folder is on sys.path
     for entry in search:
         root = Path(entry or cwd).resolve()
         if script and root == path.parent and root != here:
-            continue  # the script's own folder: on sys.path for this process only
+            own = True  # on sys.path for this process only: the last resort (below)
+            continue
         roots.append(root)
     best: str | None = None
     for root in roots:
-        if not folder.is_relative_to(root):
-            continue
-        dotted = [*folder.relative_to(root).parts, *parts]
-        if not dotted or not all(p.isidentifier() and not keyword.iskeyword(p) for p in dotted):
-            continue
-        if best is None or len(dotted) < best.count(".") + 1:
-            best = ".".join(dotted)
+        dotted = _dotted(folder, root, parts)
+        if dotted is not None and (best is None or dotted.count(".") < best.count(".")):
+            best = dotted
+    if best is None and own and folder == path.parent:
+        # A loose script (no package) below no other root: a worker started in
+        # its folder imports it by its stem, as this process did.
+        best = _dotted(folder, folder, parts)
     return best
+
+
+def _dotted(folder: Path, root: Path, parts: list[str]) -> str | None:
+    """The dotted name of ``parts`` in ``folder`` below ``root``, if ``import`` can spell it."""
+    if not folder.is_relative_to(root):
+        return None
+    dotted = [*folder.relative_to(root).parts, *parts]
+    if not dotted or not all(p.isidentifier() and not keyword.iskeyword(p) for p in dotted):
+        return None
+    return ".".join(dotted)

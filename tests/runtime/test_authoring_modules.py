@@ -116,6 +116,22 @@ def test_the_deepest_import_root_wins_and_outside_every_root_there_is_no_name(
     assert importable_name(bad) is None  # not an identifier: nothing imports it
 
 
+def test_a_script_below_no_root_is_named_by_its_stem_unless_it_is_in_a_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: None
+) -> None:
+    loose = tmp_path / "far" / "farscript.py"
+    loose.parent.mkdir()
+    loose.write_text("")
+    packaged = _project(tmp_path / "proj", "farpkg")
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    # As Python runs a script: its folder first on sys.path, for this process only.
+    monkeypatch.setattr(sys, "path", [str(loose.parent), *sys.path])
+    assert importable_name(loose, script=True) == "farscript"  # a worker run in far/ imports it
+    monkeypatch.setattr(sys, "path", [str(packaged.parent), *sys.path[1:]])
+    assert importable_name(packaged, script=True) is None  # `flows` would not be farpkg.flows
+
+
 def test_main_is_named_by_python_m_or_by_its_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: None
 ) -> None:
