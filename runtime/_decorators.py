@@ -28,6 +28,7 @@ from ._definitions import (
     WorkflowDef,
     check_owner_hooks,
     check_step,
+    one_id,
     register_step,
     register_workflow,
 )
@@ -245,6 +246,7 @@ def _make_step(
     else:
         part = parsed.path
     step_id = make_id("step", module or _id_module("step", fn), part, function=fn.__qualname__)
+    step_id = one_id(step_id, fn)
     definition = StepDef(
         step_id=step_id,
         name=part,
@@ -411,6 +413,7 @@ def _make_workflow(
     workflow_id = make_id(
         "workflow", module or _id_module("workflow", fn), part, function=fn.__qualname__
     )
+    workflow_id = one_id(workflow_id, fn)
     definition = WorkflowDef(workflow_id=workflow_id, name=part, fn=fn)
     register_workflow(definition)
     wrapper: WorkflowFunction[Any, Any] = WorkflowFunction(definition)

@@ -4,15 +4,15 @@ The engine finds the code of a recorded step or workflow here by id.  A module
 registers its definitions when it is imported; a nested step registers each time
 its enclosing function runs.  Registering an id again with the same code (the
 enclosing function ran again, or the module was re-imported) refreshes the entry;
-another function under a taken id is refused, naming both places.  So is one
-function under two ids because its file was imported under two module names
-(``mod`` and ``pkg.mod``): runs recorded under one id would be stranded for a
-worker that imported the other.
+another function under a taken id is refused, naming both places.  A file
+imported under two module names (``pkg.mod``, then ``mod``) keeps the ids its
+first import gave (:func:`one_id`): one function, one id in a process.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 import types
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, Literal
@@ -31,6 +31,7 @@ __all__ = [
     "check_step",
     "find_step",
     "find_workflow",
+    "one_id",
     "register_step",
     "register_workflow",
     "source_of",
@@ -83,6 +84,8 @@ class WorkflowDef:
     fn: Callable[..., Coroutine[Any, Any, Any]]
 
 
+log = logging.getLogger("durasim.runtime")
+
 _STEPS: dict[str, StepDef] = {}
 _WORKFLOWS: dict[str, WorkflowDef] = {}
 #: (file, first line) of each registered function -> its id and module name.
@@ -117,38 +120,44 @@ def _refuse_duplicate(
     )
 
 
-def _check_one_id(what: str, ident: str, fn: Callable[..., Any]) -> None:
-    """Refuse ``fn`` under ``ident`` if its code is registered under another module's id."""
+def one_id(ident: str, fn: Callable[..., Any]) -> str:
+    """The id of ``fn``'s definition: ``ident``, or the id its file already gave it.
+
+    A file imported under a second module name (``mod`` after ``pkg.mod``, say
+    by a test runner that imports by path) re-runs its decorators with another
+    module part; the id stays the one the first import gave, so one function
+    keeps one id in a process and both copies register under it (same code).
+    """
     code = getattr(fn, "__code__", None)
     if not isinstance(code, types.CodeType) or code.co_filename.startswith("<"):
-        return  # no file (exec'd source): nothing says two modules are one file
+        return ident  # no file (exec'd source): nothing says two modules are one file
     place = (code.co_filename, code.co_firstlineno)
     module = getattr(fn, "__module__", "") or ""
-    seen = _PLACES.setdefault(place, (ident, module))
-    if seen[0] == ident or seen[1] == module:
-        return  # the same id, or one module's own choice (two name=s for one function)
-    raise InvalidDefinition(
-        f"{what} {fn.__qualname__} ({source_of(fn)}) would have two ids: {seen[0]!r} "
-        f"(module {seen[1]!r}) and {ident!r} (module {module!r}); its file was imported "
-        "under two module names, and a worker importing one would not find runs recorded "
-        "under the other. Import it under one name (remove the extra sys.path entry that "
-        "makes the second name importable, or run it with `python -m`), or pass "
-        f"module='...' to @{what} to fix its id",
-        function=fn.__qualname__,
+    first, first_module = _PLACES.setdefault(place, (ident, module))
+    if first == ident or first_module == module:
+        return ident  # the same id, or one module's own choice (two name=s for one function)
+    log.warning(
+        "%s (%s) was imported again as module %r (first as %r): it keeps its id %r, not %r; "
+        "import it under one name (or pin the id with module='...')",
+        fn.__qualname__,
+        source_of(fn),
+        module,
+        first_module,
+        first,
+        ident,
     )
+    return first
 
 
 def register_step(definition: StepDef) -> None:
     """Register ``definition`` under its id (refreshing a re-run or re-import).
 
     Raises:
-        InvalidDefinition: another function holds the id, or this function
-            holds another id (its file was imported under two module names).
+        InvalidDefinition: another function holds the id.
     """
     old = _STEPS.get(definition.step_id)
     if old is not None and not _same_code(old.fn, definition.fn):
         _refuse_duplicate("step", definition.step_id, old.fn, definition.fn)
-    _check_one_id("step", definition.step_id, definition.fn)
     _STEPS[definition.step_id] = definition
 
 
@@ -156,13 +165,11 @@ def register_workflow(definition: WorkflowDef) -> None:
     """Register ``definition`` under its id (refreshing a re-run or re-import).
 
     Raises:
-        InvalidDefinition: another function holds the id, or this function
-            holds another id (its file was imported under two module names).
+        InvalidDefinition: another function holds the id.
     """
     old = _WORKFLOWS.get(definition.workflow_id)
     if old is not None and not _same_code(old.fn, definition.fn):
         _refuse_duplicate("workflow", definition.workflow_id, old.fn, definition.fn)
-    _check_one_id("workflow", definition.workflow_id, definition.fn)
     _WORKFLOWS[definition.workflow_id] = definition
 
 

@@ -102,6 +102,7 @@ def run_example(
     determinism: bool = True,
     max_wall_seconds: float = 60.0,
     observe: Callable[[Sim], Any] | None = None,
+    judge: bool = True,
 ) -> ExampleReport:
     """Run one example and judge it (see the module docstring).
 
@@ -117,6 +118,8 @@ def run_example(
         max_wall_seconds: the simulation's wall-time budget: code that never
             yields is interrupted when it runs out (verdict ``stuck``).
         observe: called with the simulation once the run is at rest (before judging).
+        judge: check invariants, replay and the property (without: only ``stuck``
+            and ``error`` can fail the example).
     """
     if setup is not None:
         setup()
@@ -128,7 +131,7 @@ def run_example(
         outcome = await _drive(sim, workflow, config)
         if observe is not None:
             observe(sim)
-        if outcome.idle.stuck is None:  # a stuck run is judged by that alone
+        if judge and outcome.idle.stuck is None:  # a stuck run is judged by that alone
             failures.extend(await _judge(sim, outcome, property))
         return outcome
 

@@ -221,6 +221,7 @@ def _probe(
         determinism=False,
         max_wall_seconds=max_wall_seconds,
         observe=count,
+        judge=False,  # the examples judge; this run only measures (and may be stuck)
     )
     return max(points), steps[0], report
 

@@ -2,7 +2,7 @@
 
 A script's ``__main__`` is named as a worker would import it; ``durasim run
 path.py:wf`` and ``durasim worker pkg.mod`` agree; a file imported under two
-names is refused; a script nothing can import is refused, saying how to run it.
+names keeps one id; a script nothing can import is refused, saying how to run it.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import logging
 import subprocess
 import sys
 import textwrap
@@ -18,7 +19,15 @@ from typing import Any
 
 import pytest
 
-from durasim.runtime import InvalidDefinition, Worker, get_run, workflow_definition
+from durasim.runtime import (
+    DefinitionNotFound,
+    InvalidDefinition,
+    Worker,
+    find_workflow,
+    get_run,
+    step_definition,
+    workflow_definition,
+)
 from durasim.runtime._modules import importable_name, module_name_of
 from durasim.scenarios import main
 from durasim.scenarios._cli_runs import import_module, load_target
@@ -182,21 +191,30 @@ def test_a_script_no_worker_can_import_is_refused_at_definition(tmp_path: Path) 
     assert "python -m pkg.mod" in done.stderr
 
 
-def test_a_file_imported_under_two_names_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: None
+def test_a_file_imported_under_two_names_keeps_the_id_of_its_first_import(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    isolated: None,
 ) -> None:
     _project(tmp_path, "twice_pkg")
     monkeypatch.syspath_prepend(str(tmp_path))
     first = importlib.import_module("twice_pkg.flows")
     assert workflow_definition(first.squares).workflow_id == "workflow//twice_pkg.flows//squares"
     monkeypatch.syspath_prepend(str(tmp_path / "twice_pkg"))
-    with pytest.raises(InvalidDefinition) as info:
-        importlib.import_module("flows")  # the same file, as a top-level module
-    message = str(info.value)
-    assert "would have two ids" in message
-    assert "'step//twice_pkg.flows//square' (module 'twice_pkg.flows')" in message
-    assert "'step//flows//square' (module 'flows')" in message
-    assert "imported under two module names" in message
+    with caplog.at_level(logging.WARNING, logger="durasim.runtime"):
+        second = importlib.import_module("flows")  # the same file, as a top-level module
+    assert second is not first
+    assert workflow_definition(second.squares).fn.__module__ == "flows"
+    definition = workflow_definition(second.squares)
+    assert definition.workflow_id == "workflow//twice_pkg.flows//squares"
+    assert step_definition(second.square).step_id == "step//twice_pkg.flows//square"
+    # One registration per id, of the latest copy (the same code).
+    assert find_workflow("workflow//twice_pkg.flows//squares") is definition
+    with pytest.raises(DefinitionNotFound):
+        find_workflow("workflow//flows//squares")
+    assert "was imported again as module 'flows' (first as 'twice_pkg.flows')" in caplog.text
+    assert "keeps its id 'workflow//twice_pkg.flows//squares'" in caplog.text
 
 
 # -- a script, the CLI and a worker agree ---------------------------------------------------
