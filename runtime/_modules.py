@@ -48,8 +48,7 @@ def module_name_of(namespace: dict[str, Any]) -> str | None:
     file = namespace.get("__file__")
     if not file:
         return None
-    path = Path(str(file)).resolve()
-    return importable_name(path, script=True)
+    return importable_name(Path(str(file)), script=True)
 
 
 def importable_name(path: Path, *, script: bool = False) -> str | None:
@@ -60,12 +59,13 @@ def importable_name(path: Path, *, script: bool = False) -> str | None:
         script: the file is the running script: its own folder is not an import
             root (unless it is the current directory).
     """
-    search = tuple(sys.path)
-    return _importable_name(path.resolve(), search, os.getcwd(), script=script)
+    # Cached on what decides it: a nested step in a script re-asks at every call.
+    return _importable_name(str(path), tuple(sys.path), os.getcwd(), script=script)
 
 
 @functools.lru_cache(maxsize=256)
-def _importable_name(path: Path, search: tuple[str, ...], cwd: str, *, script: bool) -> str | None:
+def _importable_name(file: str, search: tuple[str, ...], cwd: str, *, script: bool) -> str | None:
+    path = Path(file).resolve()
     if path.suffix != ".py":
         return None
     parts = [] if path.name == "__init__.py" else [path.stem]
