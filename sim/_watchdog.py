@@ -19,6 +19,7 @@ interrupted only when that call returns.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import sys
 import threading
@@ -76,9 +77,13 @@ class WallGuard:
     stuck: StuckCode | None = None
 
     def arm(self, due: float, *, allowance: float, halted: Callable[[], bool] | None) -> None:
-        """Fire at ``due`` (wall monotonic), unless ``halted()`` then: then ``allowance`` later."""
+        """Fire at ``due`` (wall monotonic), unless ``halted()`` then: then ``allowance`` later.
+
+        An infinite ``due`` (no wall budget) arms nothing.
+        """
         self.due, self.allowance, self.halted = due, allowance, halted
-        _WATCHDOG.arm(self)
+        if math.isfinite(due):
+            _WATCHDOG.arm(self)
 
     def disarm(self) -> None:
         """Never fire (again); a fired interrupt not raised yet is withdrawn. Idempotent."""
@@ -135,11 +140,15 @@ class _Watchdog:
                         # script winding up; it gets the allowance.
                         guard.halted = None
                         guard.due = now + guard.allowance
+                        if not math.isfinite(guard.due):
+                            self._guards.remove(guard)  # no allowance limit: never fire
                         continue
                     self._guards.remove(guard)
                     self._fire(guard)
                 self._waking_at = min((g.due for g in self._guards), default=None)
-                wait = None if self._waking_at is None else max(0.0, self._waking_at - now)
+                wait = None
+                if self._waking_at is not None:
+                    wait = min(max(0.0, self._waking_at - now), threading.TIMEOUT_MAX)
                 self._changed.wait(wait)
 
     def _fire(self, guard: WallGuard) -> None:

@@ -126,3 +126,10 @@ def test_the_simulation_thread_is_not_interrupted_after_the_sim_ended() -> None:
     for _ in range(200_000):  # bytecode boundaries where a stray interrupt would land
         spin += 1
     assert spin == 200_000
+
+
+def test_an_unbounded_wall_budget_arms_no_watchdog() -> None:
+    outcome = Sim(max_wall_seconds=float("inf")).run_sync(lambda s: s.run(chain, 2))
+    assert outcome.idle.status == "idle"
+    outcome = Sim(max_wall_seconds=1e12).run_sync(lambda s: s.run(chain, 2))
+    assert outcome.idle.status == "idle"
