@@ -155,8 +155,17 @@ class _Watchdog:
         frame = sys._current_frames().get(guard.thread_id)
         if frame is None:
             return  # the thread is gone
-        guard.stuck = _stuck(frame, guard.label)
-        guard.on_fire(guard.stuck)
+        try:
+            guard.stuck = _stuck(frame, guard.label)
+            guard.on_fire(guard.stuck)
+        except Exception:  # the report is best effort; the interrupt is not (nor this thread)
+            code = frame.f_code
+            guard.stuck = StuckCode(
+                function=code.co_qualname,
+                filename=code.co_filename,
+                lineno=frame.f_lineno or 0,
+                writer="the simulation loop",
+            )
         self._fired.add(id(guard))
         _raise_in(guard.thread_id, WallBudgetInterrupt)
 
