@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 from simflows import chain, sleepy
 
 from durasim.runtime import step, workflow
-from durasim.sim import BudgetExceeded, Sim, StuckCode
+from durasim.sim import BudgetExceeded, Sim, SimClock, StuckCode
+from durasim.worlds import IdSource, SQLiteWorld
 
 #: Small enough to keep the suite fast; the one budget each test below relies on.
 BUDGET = 0.5
@@ -79,6 +82,26 @@ def test_a_step_body_that_never_yields_ends_with_a_report_naming_it() -> None:
     stuck = _assert_names(outcome.idle.stuck, "spin_forever")
     assert any("spinning_step" in frame for frame in stuck.stack)
     assert outcome.status.value == "running"
+
+
+def test_after_the_interrupt_a_sqlite_world_can_be_read_reported_and_closed(
+    tmp_path: Path,
+) -> None:
+    def sqlite(clock: SimClock, ids: IdSource) -> SQLiteWorld:
+        return SQLiteWorld(tmp_path / "w.db", clock=clock, ids=ids)
+
+    async def script(sim: Sim) -> tuple[Any, ...]:
+        outcome = await sim.run(spins_in_step)
+        return outcome, await sim.snapshot(), await sim.stall_report()
+
+    sim = Sim(sqlite, max_wall_seconds=BUDGET)
+    outcome, snapshot, stall = sim.run_sync(script)
+
+    assert outcome.idle.status == "budget"
+    _assert_names(outcome.idle.stuck, "spin_forever")
+    (run,) = snapshot.runs
+    assert snapshot.log(run.run_id)[-1][0] == "step_started"  # nothing written after
+    assert "no delivery will finish it" in str(stall)
 
 
 def test_a_step_running_beside_another_that_never_yields_is_named() -> None:
