@@ -28,10 +28,12 @@ from ._definitions import (
     WorkflowDef,
     check_owner_hooks,
     check_step,
+    one_id,
     register_step,
     register_workflow,
 )
 from ._ids import make_id, parse_qualname
+from ._modules import module_name_of
 from .serialization import default_registry
 
 __all__ = [
@@ -87,6 +89,30 @@ STEP_CALLER: contextvars.ContextVar[StepCaller | None] = contextvars.ContextVar(
 
 def _where(fn: Callable[..., Any]) -> str:
     return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def _id_module(what: str, fn: types.FunctionType) -> str:
+    """The module part of ``fn``'s id: its module's importable name (``__main__`` resolved).
+
+    A worker finds the code by importing the id's module, so a script's
+    ``__main__`` is named as ``python -m`` or a worker would import it (see
+    ``_modules.py``), and refused when nothing could import it.
+    """
+    name = fn.__module__
+    if name != "__main__":
+        return name
+    resolved = module_name_of(fn.__globals__)
+    if resolved is not None:
+        return resolved
+    file = fn.__globals__.get("__file__")
+    where = f"the script {file}" if file else "an interactive session (no file)"
+    raise InvalidDefinition(
+        f"@{what} {fn.__qualname__} is defined in __main__ ({where}), which no worker can "
+        "import, so no worker could find its code by its id: run the file as a module "
+        "(`python -m pkg.mod`) from the folder a worker imports it from, or pass "
+        f"module='pkg.mod' to @{what} (the name a worker imports)",
+        function=fn.__qualname__,
+    )
 
 
 def _unwrap(what: str, obj: object) -> tuple[types.FunctionType, StepKind | None]:
@@ -219,7 +245,8 @@ def _make_step(
         part = f"{parsed.class_path}#{parsed.member}"
     else:
         part = parsed.path
-    step_id = make_id("step", module or fn.__module__, part, function=fn.__qualname__)
+    step_id = make_id("step", module or _id_module("step", fn), part, function=fn.__qualname__)
+    step_id = one_id(step_id, fn)
     definition = StepDef(
         step_id=step_id,
         name=part,
@@ -402,7 +429,10 @@ def _make_workflow(
             function=fn.__qualname__,
         )
     part = name if name is not None else parsed.path
-    workflow_id = make_id("workflow", module or fn.__module__, part, function=fn.__qualname__)
+    workflow_id = make_id(
+        "workflow", module or _id_module("workflow", fn), part, function=fn.__qualname__
+    )
+    workflow_id = one_id(workflow_id, fn)
     definition = WorkflowDef(workflow_id=workflow_id, name=part, fn=fn)
     register_workflow(definition)
     wrapper: WorkflowFunction[Any, Any] = WorkflowFunction(definition)

@@ -4,12 +4,15 @@ The engine finds the code of a recorded step or workflow here by id.  A module
 registers its definitions when it is imported; a nested step registers each time
 its enclosing function runs.  Registering an id again with the same code (the
 enclosing function ran again, or the module was re-imported) refreshes the entry;
-another function under a taken id is refused, naming both places.
+another function under a taken id is refused, naming both places.  A file
+imported under two module names (``pkg.mod``, then ``mod``) keeps the ids its
+first import gave (:func:`one_id`): one function, one id in a process.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 import types
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, Literal
@@ -28,6 +31,7 @@ __all__ = [
     "check_step",
     "find_step",
     "find_workflow",
+    "one_id",
     "register_step",
     "register_workflow",
     "source_of",
@@ -84,8 +88,12 @@ class WorkflowDef:
     fn: Callable[..., Coroutine[Any, Any, Any]]
 
 
+log = logging.getLogger("durasim.runtime")
+
 _STEPS: dict[str, StepDef] = {}
 _WORKFLOWS: dict[str, WorkflowDef] = {}
+#: (file, first line) of each registered function -> its id and module name.
+_PLACES: dict[tuple[str, int], tuple[str, str]] = {}
 
 
 def source_of(fn: Callable[..., Any]) -> str:
@@ -114,6 +122,35 @@ def _refuse_duplicate(
         "another name with name='...'",
         function=new.__qualname__,
     )
+
+
+def one_id(ident: str, fn: Callable[..., Any]) -> str:
+    """The id of ``fn``'s definition: ``ident``, or the id its file already gave it.
+
+    A file imported under a second module name (``mod`` after ``pkg.mod``, say
+    by a test runner that imports by path) re-runs its decorators with another
+    module part; the id stays the one the first import gave, so one function
+    keeps one id in a process and both copies register under it (same code).
+    """
+    code = getattr(fn, "__code__", None)
+    if not isinstance(code, types.CodeType) or code.co_filename.startswith("<"):
+        return ident  # no file (exec'd source): nothing says two modules are one file
+    place = (code.co_filename, code.co_firstlineno)
+    module = getattr(fn, "__module__", "") or ""
+    first, first_module = _PLACES.setdefault(place, (ident, module))
+    if first == ident or first_module == module:
+        return ident  # the same id, or one module's own choice (two name=s for one function)
+    log.warning(
+        "%s (%s) was imported again as module %r (first as %r): it keeps its id %r, not %r; "
+        "import it under one name (or pin the id with module='...')",
+        fn.__qualname__,
+        source_of(fn),
+        module,
+        first_module,
+        first,
+        ident,
+    )
+    return first
 
 
 def register_step(definition: StepDef) -> None:

@@ -1,11 +1,14 @@
 """The ``durasim`` command.
 
-* ``durasim run MODULE:WORKFLOW [ARGS...]``: start a workflow on the embedded
-  SQLite World in ``.durasim/`` (or ``--world FILE``, or ``--world
-  postgresql://...?schema=NAME``), serve it until it ends and print its result
-  (arguments are JSON where they parse, else strings);
-* ``durasim worker [MODULE...]``: import the modules and serve the World until
-  SIGTERM/SIGINT (graceful: in-flight deliveries finish);
+* ``durasim run MODULE:WORKFLOW [ARGS...]`` (or ``path/to/file.py:WORKFLOW``): start a
+  workflow on the embedded SQLite World in ``.durasim/`` (or ``--world FILE``, or
+  ``--world postgresql://...?schema=NAME``), serve it until it ends and print its
+  result (arguments are JSON where they parse, else strings).  A file below the
+  current directory is imported under its dotted name (``pkg/mod.py`` -> ``pkg.mod``),
+  the name a worker imports, so both give its workflows one id;
+* ``durasim worker [MODULE...]``: import the modules (dotted names, from the current
+  directory first, or files as above) and serve the World until SIGTERM/SIGINT
+  (graceful: in-flight deliveries finish);
 * ``durasim inspect runs | run ID | events ID [--json]``: what the World holds;
 
 * ``durasim demo``: the main job end to end: run an example workflow on the
@@ -178,12 +181,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     manifest.add_argument("path", type=Path, help="a .py file, a package or a folder")
     runp = sub.add_parser("run", help="run a workflow to its end and print its result")
-    runp.add_argument("target", help="module:workflow or path/to/file.py:workflow")
+    runp.add_argument(
+        "target",
+        help="module:workflow or path/to/file.py:workflow (a file below the current "
+        "directory is imported as pkg.mod, the name a worker imports)",
+    )
     runp.add_argument("args", nargs="*", help="workflow arguments (JSON, else strings)")
     runp.add_argument("--world", default=None, help=WORLD_HELP)
     runp.add_argument("--run-id", default=None, help="a run id (makes the start idempotent)")
     workerp = sub.add_parser("worker", help="serve a World until SIGTERM")
-    workerp.add_argument("modules", nargs="*", help="modules that define the workflows")
+    workerp.add_argument(
+        "modules", nargs="*", help="modules that define the workflows (pkg.mod or pkg/mod.py)"
+    )
     workerp.add_argument("--world", default=None, help=WORLD_HELP)
     workerp.add_argument("--concurrency", type=int, default=4, help="deliveries at once")
     workerp.add_argument(

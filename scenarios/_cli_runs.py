@@ -24,6 +24,7 @@ from durasim.runtime import (
     start,
     workflow_definition,
 )
+from durasim.runtime._modules import importable_name
 from durasim.worlds import DurasimError, Event, World
 
 from ._cli_world import open_world
@@ -46,24 +47,62 @@ def load_target(spec: str) -> Any:
 
 
 def import_module(where: str) -> Any:
-    """Import a module by dotted name (the current directory first) or by file path."""
-    if where.endswith(".py") or "/" in where:
-        path = Path(where).resolve()
-        if not path.is_file():
-            raise DurasimError(f"no such file: {where}")
-        sys.path.insert(0, str(path.parent))
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[path.stem] = module
-        spec.loader.exec_module(module)
-        return module
-    sys.path.insert(0, str(Path.cwd()))
+    """Import a module by dotted name or by file path, the current directory first.
+
+    A file below the current directory (or a ``sys.path`` entry) is imported
+    under the dotted name ``durasim worker`` would import it by
+    (``pkg/mod.py`` -> ``pkg.mod``), so both name its workflows alike; a file
+    below neither is loaded from its folder under its stem, and says so.
+    """
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    if not (where.endswith(".py") or "/" in where):
+        try:
+            return importlib.import_module(where)
+        except ImportError as exc:
+            raise DurasimError(f"cannot import {where}: {exc}") from exc
+    path = Path(where).resolve()
+    if not path.is_file():
+        raise DurasimError(f"no such file: {where}")
+    name = importable_name(path)
+    if name is None:
+        return _load_outside(where, path)
     try:
-        return importlib.import_module(where)
+        module = importlib.import_module(name)
     except ImportError as exc:
-        raise DurasimError(f"cannot import {where}: {exc}") from exc
+        raise DurasimError(f"cannot import {where} as module {name!r}: {exc}") from exc
+    found = getattr(module, "__file__", None)
+    if found is None or Path(found).resolve() != path:
+        raise DurasimError(
+            f"{where} is module {name!r} by its path, but importing {name!r} gives "
+            f"{found or 'a module without a file'}: another module of that name comes "
+            "first on sys.path; rename one of them"
+        )
+    return module
+
+
+def _load_outside(where: str, path: Path) -> Any:
+    """Load a file below no import root: from its folder, under its stem (and say so)."""
+    name = path.stem
+    print(
+        f"durasim: {where} is not below the current directory or a sys.path entry: "
+        f"loaded it as module {name!r} from {path.parent} (added to sys.path). Its "
+        f"workflow ids name module {name!r}: a worker finds them only if it imports "
+        f"{name!r} too (cd {path.parent} && durasim worker {name})",
+        file=sys.stderr,
+    )
+    sys.path.insert(0, str(path.parent))
+    existing = sys.modules.get(name)
+    if existing is not None and getattr(existing, "__file__", None) == str(path):
+        return existing
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def parse_args(values: Sequence[str]) -> list[Any]:

@@ -17,7 +17,16 @@ import attrs
 
 from durasim.checkers import check_invariants, verify_replay
 from durasim.runtime import Run
-from durasim.sim import ChoiceSource, RunOutcome, SequenceChoices, Sim, SimClock, SimError
+from durasim.sim import (
+    BudgetExceeded,
+    ChoiceSource,
+    RunOutcome,
+    SequenceChoices,
+    Sim,
+    SimClock,
+    SimError,
+    StuckCode,
+)
 from durasim.worlds import Event, IdSource, World
 
 from ._harness import drive
@@ -34,6 +43,7 @@ StoreFactory = Callable[[SimClock, IdSource], World]
 #: Verdict kinds of a failed example, most severe first.
 VERDICT_KINDS = {
     "error": "the simulation itself failed (an exception escaped the runtime or the harness)",
+    "stuck": "code never yielded: the wall-time budget interrupted it (the detail names where)",
     "invariants": "check_invariants found a broken log rule or a row that differs from the log",
     "replay": "verify_replay: a finished run's log does not make the runtime end it the same way",
     "property": "the exploration's property returned falsy or raised",
@@ -91,6 +101,8 @@ def run_example(
     setup: Callable[[], Any] | None = None,
     determinism: bool = True,
     max_wall_seconds: float = 60.0,
+    observe: Callable[[Sim], Any] | None = None,
+    judge: bool = True,
 ) -> ExampleReport:
     """Run one example and judge it (see the module docstring).
 
@@ -103,7 +115,11 @@ def run_example(
         property: the user's property over the outcome and the run's log.
         setup: called before the example (and before its determinism replay).
         determinism: replay the recorded choices and require the same trace.
-        max_wall_seconds: the simulation's wall-time budget.
+        max_wall_seconds: the simulation's wall-time budget: code that never
+            yields is interrupted when it runs out (verdict ``stuck``).
+        observe: called with the simulation once the run is at rest (before judging).
+        judge: check invariants, replay and the property (without: only ``stuck``
+            and ``error`` can fail the example).
     """
     if setup is not None:
         setup()
@@ -113,13 +129,23 @@ def run_example(
 
     async def script(sim: Sim) -> RunOutcome:
         outcome = await _drive(sim, workflow, config)
-        failures.extend(await _judge(sim, outcome, property))
+        if observe is not None:
+            observe(sim)
+        if judge and outcome.idle.stuck is None:  # a stuck run is judged by that alone
+            failures.extend(await _judge(sim, outcome, property))
         return outcome
 
     try:
         outcome = sim.run_sync(script)
     except (SimError, Exception) as exc:
-        failures.insert(0, ("error", _describe(exc)))
+        stuck = getattr(exc, "stuck", None) if isinstance(exc, BudgetExceeded) else None
+        if isinstance(stuck, StuckCode):
+            failures.insert(0, ("stuck", _describe_stuck(str(exc), stuck)))
+        else:
+            failures.insert(0, ("error", _describe(exc)))
+    else:
+        if outcome.idle.stuck is not None:
+            failures.insert(0, ("stuck", _describe_stuck(outcome.idle.reason, outcome.idle.stuck)))
     faults = tuple(sim.faults_injected)
     for kind in faults:
         sometimes(f"fault: {kind}", True)
@@ -127,7 +153,10 @@ def run_example(
     if answers is not None:
         config = attrs.evolve(config, choices=tuple(answers))
     trace, trace_hash = sim.trace_text, sim.trace_hash
-    if determinism and answers is not None and not any(k == "error" for k, _ in failures):
+    # A stuck example is not replayed: it would cost another wall budget, and
+    # where the interrupt lands (hence the trace's last line) is wall-clock luck.
+    unreplayable = any(k in ("error", "stuck") for k, _ in failures)
+    if determinism and answers is not None and not unreplayable:
         if setup is not None:
             setup()
         again = _make_sim(config, SequenceChoices(answers), world_factory, max_wall_seconds)
@@ -223,6 +252,11 @@ def _describe(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     return "".join(lines).strip() + where
+
+
+def _describe_stuck(reason: str | None, stuck: StuckCode) -> str:
+    stack = "".join(f"\n  in {frame}" for frame in stuck.stack)
+    return f"{reason or stuck}{stack}"
 
 
 def _first_difference(first: str, second: str) -> str:

@@ -30,7 +30,6 @@ from hypothesis.errors import Flaky
 from durasim.sim import FAULT_KINDS, FifoChoices, Sim
 
 from ._example import ExampleReport, Property, StoreFactory, run_example
-from ._harness import drive
 from ._schedulers import PCTScheduler, RandomScheduler, RecordingSource, Scheduling
 from ._script import render_script
 from ._seeds import ExampleConfig, object_ref
@@ -175,6 +174,14 @@ class _Found(Exception):
         self.report = report
 
 
+class _FoundStuck(BaseException):
+    """A stuck example: ends the exploration at once (Hypothesis does not catch it)."""
+
+    def __init__(self, report: ExampleReport) -> None:
+        super().__init__(report.render_verdict())
+        self.report = report
+
+
 def _resolve_scheduler(scheduler: str | Scheduling) -> Scheduling:
     if isinstance(scheduler, str):
         if scheduler == "random":
@@ -187,24 +194,36 @@ def _resolve_scheduler(scheduler: str | Scheduling) -> Scheduling:
 
 def _probe(
     workflow: Callable[..., Any],
-    args: tuple[Any, ...],
-    hooks: tuple[tuple[str, Any], ...],
+    config: ExampleConfig,
     world_factory: StoreFactory | None,
     setup: Callable[[], Any] | None,
-) -> tuple[int, int]:
-    """Interception points and schedule choices of one plain run (FIFO, no faults)."""
-    if setup is not None:
-        setup()
-    sim = Sim(world_factory, choices=FifoChoices())
-    points = [0]
+    max_wall_seconds: float,
+) -> tuple[int, int, ExampleReport]:
+    """One plain run (FIFO, no faults): its interception points, schedule choices, report.
 
-    async def script(sim: Sim) -> None:
-        await drive(sim, workflow, *args, hooks=hooks)
+    The report is the exploration's failure when the plain run is stuck (code
+    that never yields): every example would be, each costing a wall budget.
+    """
+    points = [0]
+    steps = [0]
+
+    def count(sim: Sim) -> None:
         for handle in (sim.orchestrator(), sim.any_step()):
             points.extend(p.ordinal for p in handle.history())
+        steps[0] = len(sim.choices_made)
 
-    sim.run_sync(script)
-    return max(points), len(sim.choices_made)
+    report = run_example(
+        config,
+        workflow,
+        choices=FifoChoices(),
+        world_factory=world_factory,
+        setup=setup,
+        determinism=False,
+        max_wall_seconds=max_wall_seconds,
+        observe=count,
+        judge=False,  # the examples judge; this run only measures (and may be stuck)
+    )
+    return max(points), steps[0], report
 
 
 def explore(
@@ -274,13 +293,23 @@ def explore(
     hook_pairs = tuple(hooks.items() if isinstance(hooks, Mapping) else hooks)
     faults = tuple(faults)
     args = tuple(args)
-    points, steps = _probe(workflow, args, hook_pairs, world_factory, setup)
     refs = {
         "workflow": object_ref(workflow),
         "property": object_ref(property) if property is not None else "",
         "setup": object_ref(setup) if setup is not None else "",
         "world": object_ref(world_factory) if world_factory is not None else "",
     }
+    plain = ExampleConfig(
+        workflow=refs["workflow"],
+        args=args,
+        lease_seconds=lease_seconds,
+        hooks=hook_pairs,
+        hook_points=tuple(0 for _ in hook_pairs),
+        property=refs["property"],
+        setup=refs["setup"],
+        world=refs["world"],
+    )
+    points, steps, probed = _probe(workflow, plain, world_factory, setup, max_wall_seconds)
     stats = ExploreStats()
     reach = Reachability()
     found: list[ExampleReport] = []
@@ -351,10 +380,20 @@ def explore(
         if not report.ok:
             found.append(report)
             log.debug("example %d failed: %s", stats.examples, report.verdict)
+            if report.verdict == "stuck":
+                raise _FoundStuck(report)  # not shrunk: each try could cost a wall budget
             raise _Found(report)
 
     phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
     failure: ExploreFailure | None = None
+    if probed.verdict == "stuck":
+        # The plain run never yields: so would every example (each costing a
+        # wall budget). The plain run is the failing example.
+        stats.examples += 1
+        stats.verdicts[probed.verdict] += 1
+        stats.statuses[probed.status] += 1
+        stats.traces.add(probed.trace_hash)
+        failure = _failure(probed, workflow)
     push(reach)
     try:
         # Hypothesis keeps per-run state that grows with every example (its
@@ -381,7 +420,7 @@ def explore(
             before = stats.examples
             try:
                 test()
-            except _Found as exc:
+            except (_Found, _FoundStuck) as exc:
                 failure = _failure(exc.report, workflow)
             except Flaky as exc:
                 last = found[-1] if found else None

@@ -15,13 +15,17 @@ from ._seeds import ExampleConfig, SeedError, resolve_ref
 __all__ = ["cmd_reproduce", "reproduce"]
 
 
-def reproduce(seed: str, *, imports: Sequence[str] = ()) -> ExampleReport:
+def reproduce(
+    seed: str, *, imports: Sequence[str] = (), max_wall_seconds: float = 60.0
+) -> ExampleReport:
     """Replay the execution ``seed`` encodes and judge it as ``explore()`` did.
 
     Args:
         seed: a ``durasim:v1:...`` string.
         imports: modules to import first (where the workflow's steps and
             classes are registered, when that is not the workflow's module).
+        max_wall_seconds: the simulation's wall-time budget (a ``stuck`` example
+            is interrupted when it runs out).
 
     Raises:
         SeedError: the seed is damaged or names something that cannot be imported.
@@ -49,6 +53,7 @@ def reproduce(seed: str, *, imports: Sequence[str] = ()) -> ExampleReport:
         property=prop,
         setup=setup,
         determinism=False,
+        max_wall_seconds=max_wall_seconds,
     )
 
 

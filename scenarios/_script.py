@@ -54,6 +54,9 @@ def render_script(config: ExampleConfig, *, verdict: str, seed: str, workflow_la
         ]
     if config.lease_seconds != 30.0:
         sim_args.append(f"lease_seconds={config.lease_seconds!r},")
+    checks = {k for k in verdict.split(",") if k}
+    if "stuck" in checks:
+        sim_args.append("max_wall_seconds=10.0,  # code that never yields is interrupted then")
     call = [wf, *(repr(a) for a in config.args)]
     if config.hooks:
         call.append(f"hooks={list(config.hooks)!r}")
@@ -61,7 +64,8 @@ def render_script(config: ExampleConfig, *, verdict: str, seed: str, workflow_la
     if config.cancel_at:
         call.append(f"cancel_at={config.cancel_at}")
     body = [f"outcome = await drive(sim, {', '.join(call)})"]
-    checks = {k for k in verdict.split(",") if k}
+    if "stuck" in checks:
+        body.append("assert outcome.idle.stuck is None, outcome.idle.reason")
     if "invariants" in checks:
         imports.add("from durasim.checkers import check_invariants")
         body.append("assert (await check_invariants(sim.store)).ok")

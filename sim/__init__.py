@@ -25,11 +25,12 @@ from ._errors import (
     InjectedFault,
     SimDeadlock,
     SimError,
+    WallBudgetInterrupt,
 )
 from ._loop import SimLoop
 from ._points import Match, Point, Writer, WriterPattern, step_short_name
 from ._queue import SimQueue
-from ._reports import IdleReport, RunOutcome, RunStall, SimSnapshot, StallReport
+from ._reports import IdleReport, RunOutcome, RunStall, SimSnapshot, StallReport, StuckCode
 from ._scheduler import FAULT_KINDS, Rejection, Scheduler
 from ._sim import DeferredCommit, Hold, Sim, WriterHandle, simulate
 from ._trace import Trace, TraceEntry
@@ -66,8 +67,10 @@ __all__ = [
     "SimSnapshot",
     "SimWorld",
     "StallReport",
+    "StuckCode",
     "Trace",
     "TraceEntry",
+    "WallBudgetInterrupt",
     "Writer",
     "WriterHandle",
     "WriterPattern",

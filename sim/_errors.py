@@ -13,6 +13,9 @@
 
 :class:`Crashed` is a control-flow signal (``BaseException``): it unwinds a
 delivery the simulator crashed, and is never seen by the script.
+:class:`WallBudgetInterrupt` is another (a ``SystemExit``, see there): the
+wall-time watchdog raises it in code that never yields; the Sim turns it into
+a budget halt.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ __all__ = [
     "InjectedFault",
     "SimDeadlock",
     "SimError",
+    "WallBudgetInterrupt",
 ]
 
 
@@ -56,3 +60,14 @@ class InjectedFault(WorldError):
 
 class Crashed(BaseException):
     """Unwinds a delivery the simulator crashed (its process 'died')."""
+
+
+class WallBudgetInterrupt(SystemExit):
+    """Raised in the simulation's thread by its watchdog: the wall budget passed mid-code.
+
+    A ``SystemExit`` on purpose: asyncio re-raises ``SystemExit`` out of tasks and
+    callbacks instead of storing it as a task's outcome, so it unwinds workflow
+    code, the replay engine and the delivery up to :meth:`Sim.run_sync` without
+    being recorded as the workflow's (or a step's) failure, as a dying process
+    would.  The Sim catches it there and halts with a report; scripts never see it.
+    """

@@ -12,7 +12,7 @@ from durasim.worlds import Event, Hook, Message, Run, RunStatus, Step, Wait
 
 from ._scheduler import Rejection
 
-__all__ = ["IdleReport", "RunOutcome", "RunStall", "SimSnapshot", "StallReport"]
+__all__ = ["IdleReport", "RunOutcome", "RunStall", "SimSnapshot", "StallReport", "StuckCode"]
 
 
 @attrs.frozen(kw_only=True)
@@ -41,6 +41,32 @@ class StallReport:
 
 
 @attrs.frozen(kw_only=True)
+class StuckCode:
+    """Code the wall-time watchdog interrupted: it ran past the budget without yielding.
+
+    Attributes:
+        function: the innermost running function (its qualified name).
+        filename: its file.
+        lineno: the line it was running.
+        writer: who ran it: a delivery's writer label (``orchestrator run=...``),
+            ``the script`` or ``the simulation loop``.
+        stack: ``function (file:line)`` of each frame, innermost first (a few).
+    """
+
+    function: str
+    filename: str
+    lineno: int
+    writer: str
+    stack: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return (
+            f"{self.writer} did not yield: it was running {self.function}() "
+            f"at {self.filename}:{self.lineno}"
+        )
+
+
+@attrs.frozen(kw_only=True)
 class IdleReport:
     """How :meth:`Sim.run_until_idle` ended.
 
@@ -49,6 +75,7 @@ class IdleReport:
             progress: see ``stall``) or ``"budget"`` (a budget ran out: ``reason``).
         stall: the unfinished runs and what they wait for.
         reason: why the simulation halted (budget).
+        stuck: the code the wall-time watchdog interrupted (it never yielded), if any.
         deliveries: deliveries made so far.
         virtual_seconds: virtual time elapsed since the start.
     """
@@ -56,6 +83,7 @@ class IdleReport:
     status: str
     stall: StallReport | None = None
     reason: str | None = None
+    stuck: StuckCode | None = None
     deliveries: int = 0
     virtual_seconds: float = 0.0
 

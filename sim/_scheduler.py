@@ -19,7 +19,7 @@ import contextvars
 import functools
 import json
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -42,12 +42,22 @@ from durasim.worlds import (
 
 from ._choices import ChoiceSource
 from ._clock import SimClock
-from ._errors import BudgetExceeded, Crashed, HoldNeverReached, InjectedFault, SimDeadlock
+from ._errors import (
+    BudgetExceeded,
+    Crashed,
+    HoldNeverReached,
+    InjectedFault,
+    SimDeadlock,
+    WallBudgetInterrupt,
+)
 from ._loop import SimLoop
 from ._points import EXTERNAL, ORCHESTRATOR, STEP, Match, Point, Writer, step_short_name
 from ._queue import QueueSlot, SimQueue
 from ._trace import Trace
 from ._world import ACTOR, Actor, SimWorld
+
+if TYPE_CHECKING:
+    from ._reports import StuckCode
 
 __all__ = ["FAULT_KINDS", "Rejection", "Scheduler"]
 
@@ -162,6 +172,8 @@ class Scheduler:
         self.rejections: list[Rejection] = []
         self.deliveries: dict[int, DeliveryRecord] = {}
         self.halted: str | None = None
+        #: The code the wall-time watchdog interrupted (see _watchdog.py), if any.
+        self.stuck: StuckCode | None = None
         self._parked: dict[int, Parked] = {}
         self._watches: list[Watch] = []
         self._idle_waiters: list[asyncio.Future[None]] = []
@@ -352,9 +364,19 @@ class Scheduler:
         self._act(chosen)
         return False
 
+    @property
+    def wall_deadline(self) -> float:
+        """When the wall budget runs out (``wall_monotonic()`` seconds)."""
+        return self._wall_start + self.max_wall_seconds
+
     def _check_wall_budget(self) -> None:
         if self.halted is None and wall_monotonic() - self._wall_start > self.max_wall_seconds:
-            self.halt(f"wall-time budget of {self.max_wall_seconds} s exceeded")
+            stuck = f": {self.stuck}" if self.stuck is not None else ""
+            self.halt(f"wall-time budget of {self.max_wall_seconds} s exceeded{stuck}")
+
+    def note_stuck(self, stuck: StuckCode) -> None:
+        """The watchdog's report, told from its thread before its interrupt lands."""
+        self.stuck = stuck
 
     def _alone(self) -> bool:
         """Whether the running task is the only thing that could run now."""
@@ -646,6 +668,21 @@ class Scheduler:
         if self.halted is None:
             self.halted = reason
             self.trace.add("note", f"halted: {reason}")
+
+    def interrupted(self, stuck: StuckCode) -> None:
+        """The watchdog interrupted ``stuck`` (it never yielded): halt, and say where."""
+        self.stuck = stuck
+        if self.halted is None:
+            self.halt(f"wall-time budget of {self.max_wall_seconds:g} s exceeded: {stuck}")
+        else:
+            self.trace.add("note", f"interrupted: {stuck}")
+        for record in self.deliveries.values():
+            task = record.task
+            if record.status != "running" or task is None or not task.done():
+                continue
+            if not task.cancelled() and isinstance(task.exception(), WallBudgetInterrupt):
+                record.status = "interrupted"
+                self.trace.add("delivery", f"d{record.number} interrupted")
 
     # --- deliveries ------------------------------------------------------------
 

@@ -9,13 +9,16 @@ run by :meth:`Sim.run_sync` (or :func:`simulate`) on the simulation's loop.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
+from types import FrameType
 from typing import Any, TypeVar
 
 import attrs
 
 from durasim.runtime import Limits, Run, resume_hook, start
+from durasim.runtime._determinism import wall_monotonic
 from durasim.worlds import (
     Event,
     IdSource,
@@ -27,10 +30,11 @@ from durasim.worlds._time import CountingIds
 
 from ._choices import ChoiceSource, as_choice_source
 from ._clock import SimClock
-from ._errors import AlreadyPassedError, SimError
+from ._errors import AlreadyPassedError, BudgetExceeded, SimError, WallBudgetInterrupt
 from ._points import EXTERNAL, ORCHESTRATOR, STEP, Match, Point, Writer, WriterPattern
 from ._reports import IdleReport, RunOutcome, RunStall, SimSnapshot, StallReport
 from ._scheduler import Parked, Scheduler, Watch
+from ._watchdog import WallGuard, grace_after
 from ._world import Actor, SimWorld
 
 __all__ = ["DeferredCommit", "Hold", "Sim", "WriterHandle", "simulate"]
@@ -204,7 +208,8 @@ class Sim:
         max_faults: at most this many injected faults.
         max_deliveries: delivery budget.
         max_virtual_time: virtual-time budget (a ``timedelta``, or seconds).
-        max_wall_seconds: wall-time budget.
+        max_wall_seconds: wall-time budget; code that never yields is
+            interrupted when it runs out (see docs/simulator.md, "Budgets").
         lease_seconds: how long a crashed delivery's lease lingers.
     """
 
@@ -266,17 +271,10 @@ class Sim:
             raise SimError("this Sim already ran a script: make a new Sim for another")
         self._ran = True
         loop = self._core.loop
-
-        async def main() -> T:
-            try:
-                return await script(self)
-            finally:
-                await self._core.close_tasks()
-
-        task = loop.create_task(main())
+        task = loop.create_task(self._main(script))
         self._core.main_task = task
         try:
-            return loop.run_until_complete(task)
+            return self._drive(task)
         except asyncio.CancelledError:
             if self._core.deadlock is not None:
                 raise self._core.deadlock from None
@@ -288,6 +286,74 @@ class Sim:
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
                 loop.close()
+
+    async def _main(self, script: Callable[[Sim], Coroutine[Any, Any, T]]) -> T:
+        try:
+            return await script(self)
+        finally:
+            await self._core.close_tasks()
+
+    def _drive(self, task: asyncio.Task[T]) -> T:
+        """Run the script's task to its end under the wall-time watchdog (``_watchdog.py``).
+
+        An interrupt (code that never yielded) halts the scheduler with the
+        report; the script then goes on, sees the budget halt as any other, and
+        has ``allowance`` seconds to finish.  If the script itself was stuck,
+        :class:`BudgetExceeded` carries the report.
+        """
+        core = self._core
+        budget = core.max_wall_seconds
+        allowance = max(1.0, budget)
+        guard = WallGuard(threading.get_ident(), label=self._frame_writer, on_fire=core.note_stuck)
+        due = core.wall_deadline + grace_after(budget)
+        guard.arm(due, allowance=allowance, halted=lambda: core.halted is not None)
+        strikes = 0
+        while True:
+            try:
+                try:
+                    return core.loop.run_until_complete(task)
+                finally:
+                    guard.disarm()
+            except WallBudgetInterrupt:
+                guard.disarm()  # again: the interrupt may have cut the first one short
+                stuck = guard.take()
+                if stuck is not None:
+                    strikes += 1
+                    core.interrupted(stuck)
+                    # Tasks that die of the interrupt unawaited are no news either.
+                    core.loop.set_exception_handler(_drop_interrupts)
+                    due = wall_monotonic() + allowance
+                if task.done() and not task.cancelled():
+                    if not isinstance(task.exception(), WallBudgetInterrupt):
+                        return task.result()
+                    strikes = _GIVE_UP
+                if strikes >= _GIVE_UP:
+                    raise BudgetExceeded(
+                        f"{core.halted or 'wall-time budget exceeded'}; the script could not "
+                        "finish: make the stuck code yield, or give the Sim a larger "
+                        "max_wall_seconds",
+                        stuck=core.stuck,
+                    ) from None
+                # A delivery (not the script) was stuck: the script goes on, sees the
+                # halt, and has the allowance to finish.  (An interrupt without a new
+                # report is a task re-raising it: it awaited the stuck one.)
+                guard.arm(due, allowance=allowance, halted=None)
+
+    @staticmethod
+    def _frame_writer(frame: FrameType) -> str | None:
+        """Who a frame of the simulation thread works for (the watchdog's report)."""
+        code = frame.f_code
+        if code is _DELIVER_CODE:
+            record = frame.f_locals.get("record")
+            actor = getattr(record, "actor", None)
+            if actor is None:
+                return None
+            writer: Writer = actor.writer
+            name = f" {writer.name!r}" if writer.name else ""
+            return f"{writer.kind}{name} of run {writer.run_id} (delivery d{writer.delivery})"
+        if code is _MAIN_CODE:
+            return "the script"
+        return None
 
     async def start(
         self, workflow: Callable[..., Any], *args: Any, run_id: str | None = None, **kwargs: Any
@@ -312,6 +378,7 @@ class Sim:
             return IdleReport(
                 status="budget",
                 reason=self._core.halted,
+                stuck=self._core.stuck,
                 deliveries=deliveries,
                 virtual_seconds=elapsed,
             )
@@ -618,6 +685,18 @@ class Sim:
                 RunStall(run_id=run.run_id, status=run.status.value, waiting_for=tuple(waiting))
             )
         return StallReport(runs=tuple(stalls), held=held)
+
+
+#: After this many interrupts (or one of the script itself) the Sim stops trying to go on.
+_GIVE_UP = 3
+#: Frames the watchdog's report names a writer by: a delivery's, the script's.
+_DELIVER_CODE = Scheduler._deliver.__code__
+_MAIN_CODE = Sim._main.__code__
+
+
+def _drop_interrupts(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    if not isinstance(context.get("exception"), WallBudgetInterrupt):
+        loop.default_exception_handler(context)
 
 
 def _external(name: str) -> Writer:

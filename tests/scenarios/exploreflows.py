@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from durasim.runtime import create_hook, start, step, workflow
+from durasim.runtime import create_hook, get_step_metadata, start, step, workflow
 from durasim.scenarios import sometimes
 from durasim.sim import RunOutcome
 from durasim.worlds import Event, RunStatus
@@ -116,3 +116,27 @@ def drift() -> str:
 async def drifting() -> str:
     """Planted nondeterminism: its step's result depends on process-wide state."""
     return await drift()
+
+
+def _spin() -> None:
+    n = 0
+    while True:  # never yields: only the wall-time watchdog ends it
+        n += 1
+
+
+@workflow(module="exploreflows")
+async def never_yields() -> None:
+    _spin()
+
+
+@step(module="exploreflows")
+def spins_on_a_retry(n: int) -> int:
+    if get_step_metadata().attempt > 1:
+        _spin()
+    return n
+
+
+@workflow(module="exploreflows")
+async def stuck_after_a_fault() -> int:
+    """Fine on the plain path; a step that runs again (a crash, a retry) never yields."""
+    return await spins_on_a_retry(1)

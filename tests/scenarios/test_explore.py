@@ -289,3 +289,36 @@ def test_explore_runs_over_a_postgres_world() -> None:
     assert result.ok, result.render()
     assert result.stats.examples == 15
     assert sum(result.stats.faults.values()) > 0
+
+
+def test_a_workflow_that_never_yields_is_a_stuck_failure_not_a_hang() -> None:
+    # The plain run is stuck: it is the failing example (no Hypothesis search,
+    # no shrinking: every try would cost the wall budget again).
+    result = explore(flows.never_yields, max_examples=50, seed=0, max_wall_seconds=0.5)
+    assert not result.ok
+    failure = result.failure
+    assert failure is not None
+    assert failure.verdict == "stuck"
+    assert "_spin()" in failure.detail
+    assert "exploreflows.py:" in failure.detail
+    assert result.stats.examples == 1
+    assert "assert outcome.idle.stuck is None" in failure.script
+
+
+def test_code_that_never_yields_after_a_fault_is_found_without_shrinking() -> None:
+    result = explore(
+        flows.stuck_after_a_fault,
+        faults=("crash",),
+        swarm=False,
+        max_examples=200,
+        seed=1,
+        max_wall_seconds=0.5,
+    )
+    assert not result.ok
+    failure = result.failure
+    assert failure is not None
+    assert failure.verdict == "stuck"
+    assert "_spin()" in failure.detail
+    assert "crash" in failure.faults
+    assert result.stats.verdicts["stuck"] == 1  # found once, not shrunk
+    assert reproduce(failure.seed, max_wall_seconds=0.5).verdict == "stuck"
