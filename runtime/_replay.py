@@ -33,6 +33,7 @@ from ._errors import ReplayDivergence
 from ._hooks import HookConflict, HookState, new_token
 from ._loop import WorkflowLoop
 from ._metadata import WORKFLOW_METADATA, WorkflowMetadata
+from ._payloads import RunPayloads
 from ._signals import CANCEL_ATTR
 from .serialization import FatalError, SerializationError, deserialize, serialize
 
@@ -188,6 +189,7 @@ class Replay:
         self._open_steps: dict[str, StepState] = {}
         self._open_waits: dict[str, WaitState] = {}
         self.consumed = 0  # position of the last event delivered
+        self.payloads = RunPayloads()  # step inputs refer to frozen values already stored
         self.busy_seconds = 0.0  # wall time spent running workflow code
 
     # -- driving --------------------------------------------------------------------
@@ -206,7 +208,7 @@ class Replay:
     def begin(self) -> None:
         """Decode the input, start the workflow and run it until it waits."""
         try:
-            payload = deserialize(self._input)
+            payload = self.payloads.decode_run_input(self._input)
             args, kwargs = tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
         except (SerializationError, AttributeError, TypeError) as exc:
             args, kwargs = (), {}
@@ -245,6 +247,7 @@ class Replay:
                 seq=event.seq,
             )
         self.consumed = event.seq
+        self.payloads.note(event)
         self.loop.set_time(_seconds(event.created_at))
         handler = _HANDLERS.get(event.type)
         if handler is None:
@@ -328,8 +331,10 @@ class Replay:
         future = self.loop.create_future()
         # Reduced to bytes here, at the call site: custom classes serialize the
         # same way on every replay, and the caller's objects are never shared
-        # with the step (pass by value).
-        data = serialize(
+        # with the step (pass by value).  Frozen values already stored are
+        # written by reference (same bytes on every replay: see _payloads).
+        data = self.payloads.encode_step_input(
+            correlation_id,
             {"args": list(args), "kwargs": kwargs, "closure": closure},
             root=f"{definition.name}(...)",
         )
@@ -494,7 +499,7 @@ class Replay:
         if state.future.cancelled():
             return
         if event.type is T.STEP_COMPLETED:
-            state.future.set_result(_decode(event.data["result"]))
+            state.future.set_result(self.payloads.decode_event(event))
         else:
             error = _decode(event.data["error"])
             if not isinstance(error, BaseException):
@@ -534,7 +539,7 @@ class Replay:
     def _on_hook_received(self, event: Event) -> None:
         state = self._hook(event)
         try:
-            payload: Any = _decode(event.data["payload"])
+            payload: Any = self.payloads.decode_event(event)
         except SerializationError as exc:
             payload = _Undecodable(exc)
         while state.waiters:

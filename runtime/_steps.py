@@ -26,8 +26,9 @@ from durasim.worlds import EventRequest
 
 from ._authoring import StepDef, with_closure
 from ._metadata import STEP_METADATA, WORKFLOW_METADATA, StepMetadata, WorkflowMetadata
+from ._payloads import RunPayloads, decode_payload
 from ._step_threads import run_in_step_thread
-from .serialization import FatalError, RetryableError, SerializationError, deserialize, serialize
+from .serialization import FatalError, RetryableError, SerializationError, serialize
 
 __all__ = ["StepOutcome", "backoff", "execute_step", "exhausted"]
 
@@ -74,14 +75,17 @@ async def execute_step(
     now: datetime,
     workflow: WorkflowMetadata,
     sync_in_thread: bool = True,
+    payloads: RunPayloads | None = None,
 ) -> StepOutcome:
     """Run attempt ``attempt`` of a step and say what to record.
 
     A sync body runs in a thread unless ``sync_in_thread=False`` (then on the
     calling loop: no thread hop, but the loop is blocked while it runs).
+    ``payloads``: the run's payloads, to decode an input that refers to values
+    stored in other records of the run (see ``_payloads``).
     """
     try:
-        payload = deserialize(input)
+        payload = decode_payload(input, payloads, record=correlation_id)
         args, kwargs = list(payload["args"]), dict(payload["kwargs"])
         closure = payload.get("closure") or {}
         fn = with_closure(definition.fn, closure) if closure else definition.fn

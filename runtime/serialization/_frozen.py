@@ -97,8 +97,12 @@ class FrozenValues:
         self._index(record, encoder.new_nodes, encoder.chains)
         return _frame(list(encoder.deps), tree)
 
-    def deserialize(self, data: bytes | bytearray | memoryview, *, record: str) -> Any:
+    def deserialize(self, data: bytes | bytearray | memoryview, *, record: str | None) -> Any:
         """Decode record ``record``'s bytes, loading the records it refers to.
+
+        ``record=None`` decodes bytes that are no record of the run (a recomputed
+        payload that may differ from the stored one): nothing is indexed, so later
+        references still resolve against the stored records only.
 
         Raises:
             SerializationError: the bytes are malformed, or refer to a record that
@@ -110,11 +114,12 @@ class FrozenValues:
         with wrap_errors(""):
             tree = loads_body(body)
             if kind == KIND_PLAIN:
-                self._loaded.add(record)
+                if record is not None:
+                    self._loaded.add(record)
                 return tree
             decoder = FrozenDecoder(self.registry, self, record, deps)
             value = decoder.decode(tree)
-        if record not in self._loaded:
+        if record is not None and record not in self._loaded:
             self._index_decoded(record, decoder)
         return value
 
@@ -150,8 +155,10 @@ class FrozenValues:
                 path=record,
             ) from None
 
-    def indexed(self, record: str, index: int) -> object | None:
+    def indexed(self, record: str | None, index: int) -> object | None:
         """The object indexed at ``index`` of ``record``, or None."""
+        if record is None:
+            return None
         return self._nodes.get((record, index))
 
     def shared_runs(self, value: tuple[Any, ...]) -> list[tuple[int, tuple[Any, ...], int, int]]:

@@ -205,7 +205,7 @@ class FrozenDecoder(Decoder):
     """A decoder that resolves ``@`` references and ``t+`` deltas."""
 
     def __init__(
-        self, registry: ClassRegistry, values: FrozenValues, record: str, deps: list[str]
+        self, registry: ClassRegistry, values: FrozenValues, record: str | None, deps: list[str]
     ) -> None:
         super().__init__(registry)
         self.values = values
