@@ -150,7 +150,10 @@ class FrozenEncoder(Encoder):
         return node
 
     def _delta(self, value: tuple[Any, ...], depth: int) -> Node | None:
-        runs = self.values.shared_runs(value)
+        # A slice of one element is longer than the reference the element gets
+        # anyway (it is stored), and trying costs an encode and a roll-back: a
+        # small tuple holding one stored value is written whole at once.
+        runs = [run for run in self.values.shared_runs(value) if run[3] > 1]
         if not runs:
             return None
         # Encode first, then apply the whole-copy rule to the real size; if the
