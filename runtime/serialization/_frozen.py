@@ -28,6 +28,8 @@ from ._store import RecordStore
 __all__ = ["FrozenValues"]
 
 _WHOLE = Chain(size=0, delta_bytes=0, changes=0)
+_MUTABLE = frozenset({list, dict, set, bytearray})
+_SKIP = ATOM_TYPES | _MUTABLE  # never indexed: atoms are not objects, the rest not frozen
 
 
 class FrozenValues:
@@ -280,6 +282,8 @@ class FrozenValues:
             t = type(obj)
             if t in ATOM_TYPES:
                 return True
+            if t in _MUTABLE:  # the common payload wrapper: no registry look-up
+                return False
             oid = id(obj)
             if oid in self._where:  # indexed before (a reference or a slice)
                 return True
@@ -301,7 +305,7 @@ class FrozenValues:
         nodes = [
             (index, obj)
             for index, obj in enumerate(decoder.objs)
-            if type(obj) not in ATOM_TYPES and id(obj) not in self._where and is_frozen(obj)
+            if type(obj) not in _SKIP and id(obj) not in self._where and is_frozen(obj)
         ]
         self._index(record, nodes, decoder.chains)
 
