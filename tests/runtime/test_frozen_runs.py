@@ -52,12 +52,15 @@ def question(turn: int) -> Message:
 
 
 def reply_to(history: tuple[Message, ...] | list[Message]) -> Message:
-    return Message("assistant", f"answer to {history[-1].content[:12]} of {len(history)} " + "a" * 80)
+    return Message(
+        "assistant", f"answer to {history[-1].content[:12]} of {len(history)} " + "a" * 80
+    )
 
 
 @step
 def answer(history: tuple[Message, ...]) -> Message:
-    assert type(history) is tuple and all(type(m) is Message for m in history)
+    assert type(history) is tuple
+    assert all(type(m) is Message for m in history)
     return reply_to(history)
 
 
@@ -309,9 +312,7 @@ def test_a_replay_never_refers_to_an_input_the_log_holds_other_bytes_of() -> Non
     changed = [
         attrs.evolve(
             e,
-            data=e.data.replace(
-                input=serialize(payloads.decode(e.data["input"], record=fifth))
-            ),
+            data=e.data.replace(input=serialize(payloads.decode(e.data["input"], record=fifth))),
         )
         if e.type is T.STEP_CREATED and e.correlation_id == fifth
         else e
