@@ -13,6 +13,7 @@ deltas since its last whole copy pass ``rewrite_fraction`` of its size, or after
 
 from __future__ import annotations
 
+import enum
 import json
 from typing import Any
 
@@ -71,7 +72,7 @@ class FrozenValues:
     # -- encoding and decoding -----------------------------------------------
 
     def serialize(
-        self, value: object, *, record: str, whole: bool = False, root: str = "value"
+        self, value: object, *, record: str | None, whole: bool = False, root: str = "value"
     ) -> bytes:
         """Encode ``value`` as record ``record`` of this run.
 
@@ -81,7 +82,9 @@ class FrozenValues:
 
         Args:
             value: the payload.
-            record: the record key, unique in the run.
+            record: the record key, unique in the run; None for bytes whose key is
+                not known yet (nothing is indexed: decoding the stored record
+                later indexes it).
             whole: write everything in full (run inputs, workflow results, hook
                 payloads), still indexing its frozen parts for later records.
             root: how the value is named in error paths.
@@ -89,14 +92,17 @@ class FrozenValues:
         Raises:
             SerializationError: as :func:`serialize`; or ``record`` was used before.
         """
-        self._check_new(record)
+        if record is not None:
+            self._check_new(record)
         with wrap_errors(root):
             if is_plain(value):
-                self._loaded.add(record)
+                if record is not None:
+                    self._loaded.add(record)
                 return PREFIX + bytes([KIND_PLAIN]) + dumps_tree(value)
             encoder = FrozenEncoder(self.registry, self, whole=whole)
             tree = encoder.encode(value)
-        self._index(record, encoder.new_nodes, encoder.chains)
+        if record is not None:
+            self._index(record, encoder.new_nodes, encoder.chains)
         return _frame(list(encoder.deps), tree)
 
     def deserialize(self, data: bytes | bytearray | memoryview, *, record: str | None) -> Any:
@@ -284,6 +290,9 @@ class FrozenValues:
                 return True
             if t in _MUTABLE:  # the common payload wrapper: no registry look-up
                 return False
+            if isinstance(obj, enum.Enum):  # as the encoder judges it (is_frozen_in)
+                entry = self.registry.entry_for_class(t)
+                return entry is not None and entry.kind == "enum"
             oid = id(obj)
             if oid in self._where:  # indexed before (a reference or a slice)
                 return True
