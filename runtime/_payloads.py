@@ -26,11 +26,16 @@ Each run has two indexes, for two jobs:
   replay computed; if it holds others (a set without a canonical order), this
   replay's numbering of it is not the log's, so nothing may point into it.
 * the *reader* decodes payloads for step bodies and tools from recorded bytes
-  only, loading the records they refer to on demand.
+  only, loading the records they refer to on demand, and encodes step results:
+  a result may refer to the step's own input and the records it refers to (a
+  step that returns the history it was given plus a reply writes a delta).
+  Nothing is indexed under a result's key while it is encoded (its position is
+  not known yet); whoever decodes the stored result indexes it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -52,6 +57,8 @@ _RECORD_FIELDS: dict[EventType, str] = {
 RUN_INPUT_RECORD = "@1"
 #: The kind byte ``f``: a payload that refers to other records (docs/serialization.md).
 _FROZEN_HEAD = PREFIX + b"f"
+#: The kind byte ``j``: plain JSON, which holds no frozen container.
+_PLAIN_HEAD = PREFIX + b"j"
 
 
 def refers_to_records(data: bytes) -> bool:
@@ -80,6 +87,10 @@ class LogRecords:
             data = event.data.get(field)
         if type(data) is bytes:
             self._bytes.setdefault(key, data)  # a repeated creation is refused: first wins
+
+    def add_step_input(self, correlation_id: str, data: bytes) -> None:
+        """Take one step's recorded input (a worker that holds only that step)."""
+        self._bytes.setdefault(correlation_id, data)
 
     def get(self, key: str) -> bytes | None:
         """The bytes of record ``key``, or None."""
@@ -164,6 +175,10 @@ class RunPayloads:
         Only for events that carry a record (a step's result, a hook payload).
         """
         data = event.data[_RECORD_FIELDS[event.type]]
+        if self._refused and refers_to_records(data) and self._refused & set(_deps(data)):
+            # This replay's numbering of a refused input is not the log's: read
+            # the result from the recorded bytes (its values are not referable).
+            return self.decode(data)
         return self._writer.deserialize(data, record=f"@{event.seq}")
 
     # -- the reader's side: recorded bytes ----------------------------------------------
@@ -178,15 +193,38 @@ class RunPayloads:
             SerializationError: the bytes are malformed or refer to a record the
                 log seen does not hold.
         """
-        if not refers_to_records(data):
-            return deserialize(data, registry=self._registry)
-        if self._reader is None:
-            self._reader = FrozenValues(self.records, registry=self._registry)
+        if data[: len(_PLAIN_HEAD)] == _PLAIN_HEAD:
+            return deserialize(data, registry=self._registry)  # nothing frozen to index
         # Index under the key only the recorded bytes themselves: later records
-        # refer to the log's numbering of them.
+        # (and the step's result) refer to the log's numbering of them.
         if record is not None and self.records.get(record) != data:
             record = None
-        return self._reader.deserialize(data, record=record)
+        if record is None and not refers_to_records(data):
+            return deserialize(data, registry=self._registry)
+        return self._reading().deserialize(data, record=record)
+
+    def encode_result(self, value: object, *, root: str) -> bytes:
+        """Encode a step's result, referring to frozen values of its input and the log.
+
+        Call it after decoding the step's input with :meth:`decode` (which
+        indexes it): a result made from the input is then written as references
+        or a delta.
+        """
+        return self._reading().serialize(value, record=None, root=root)
+
+    def _reading(self) -> FrozenValues:
+        if self._reader is None:
+            self._reader = FrozenValues(self.records, registry=self._registry)
+        return self._reader
+
+
+def _deps(data: bytes) -> list[str]:
+    header = data[len(_FROZEN_HEAD) :].partition(b"\n")[0]
+    try:
+        deps = json.loads(header)
+    except ValueError:
+        return []  # malformed: decoding it reports the error
+    return [key for key in deps if type(key) is str] if type(deps) is list else []
 
 
 def decode_payload(

@@ -69,9 +69,11 @@ async def run_queued_step(world: World, payload: bytes, *, sync_in_thread: bool)
     if attempt > definition.max_retries + 1:
         outcome = exhausted(definition, correlation_id, attempt)
     else:
-        payloads = None
         if refers_to_records(step.input):  # frozen values stored in earlier records
             payloads = RunPayloads.from_log((await load_log(world, run_id))[0])
+        else:  # the input alone: the result may still refer to it
+            payloads = RunPayloads()
+            payloads.records.add_step_input(correlation_id, step.input)
         token = STEP_WORLD.set(world)
         try:
             outcome = await execute_step(

@@ -82,7 +82,8 @@ async def execute_step(
     A sync body runs in a thread unless ``sync_in_thread=False`` (then on the
     calling loop: no thread hop, but the loop is blocked while it runs).
     ``payloads``: the run's payloads, to decode an input that refers to values
-    stored in other records of the run (see ``_payloads``).
+    stored in other records of the run, and to write a result that refers to
+    the input (see ``_payloads``).
     """
     try:
         payload = decode_payload(input, payloads, record=correlation_id)
@@ -116,7 +117,11 @@ async def execute_step(
         STEP_METADATA.reset(step_token)
         WORKFLOW_METADATA.reset(workflow_token)
     try:
-        data = serialize(result, root=f"result of step {definition.name}")
+        root = f"result of step {definition.name}"
+        if payloads is None:
+            data = serialize(result, root=root)
+        else:  # a result made from the input refers to it (a grown history: a delta)
+            data = payloads.encode_result(result, root=root)
     except SerializationError as exc:
         return _failed(correlation_id, exc)
     return StepOutcome(EventRequest.of("step_completed", correlation_id, result=data))

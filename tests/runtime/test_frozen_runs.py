@@ -368,3 +368,51 @@ def test_faults_chosen_by_the_simulator_keep_frozen_inputs_decodable(seed: int) 
     check_inputs_decode_from_the_log(events, 15)
     verdict = asyncio.run(verify_replay_log(events))
     assert verdict.ok, verdict.render()
+
+
+@step
+def take_turn(history: tuple[Message, ...], turn: int) -> tuple[Message, ...]:
+    asked = (*history, question(turn))
+    return (*asked, reply_to(asked))
+
+
+@workflow
+async def chat_returning(turns: int) -> tuple[Message, ...]:
+    """The step returns the grown history: its result is a delta over its input."""
+    history: tuple[Message, ...] = ()
+    for turn in range(turns):
+        history = await take_turn(history, turn)
+    return history
+
+
+@pytest.mark.parametrize("queued", [False, True])
+async def test_a_history_a_step_returns_grown_is_stored_under_3x(
+    world: World, clock: FixedClock, queued: bool
+) -> None:
+    turns = 200 if not queued else 40
+    run = await start(chat_returning, turns, world=world)
+    limits = Limits(inline_steps=0, queue_steps=True) if queued else None
+    worker = Worker(world, limits=limits)
+    for _ in range(400):
+        await worker.drain()
+        if (await run.status()).terminal:
+            break
+        due = await world.queue.next_due()
+        assert due is not None
+        clock.current = max(clock.current, due)
+    history = await run.result()
+    assert history == expected_history(turns)
+    events = await run.events()
+    if queued:
+        assert all(not e.data["inline"] for e in events if e.type is T.STEP_CREATED)
+    results = [e.data["result"] for e in events if e.type is T.STEP_COMPLETED]
+    assert sum(refers_to_records(data) for data in results) > turns // 2
+    assert stored_bytes(events) < 3 * len(serialize(history))
+    # Every result decodes from the log alone to the history of its turn.
+    reader = RunPayloads.from_log(events)
+    for turn, data in enumerate(results):
+        assert reader.decode(data) == expected_history(turn + 1)
+    assert recomputed_inputs(events) == step_inputs(events)
+    check_cold_replay(events)
+    verdict = await verify_replay_log(events)
+    assert verdict.ok, verdict.render()
