@@ -135,6 +135,7 @@ class RunPayloads:
         self._registry = registry
         self._refused: set[str] = set()
         self._computed: dict[str, bytes] = {}
+        self._indexed: set[str] = set()  # records the writer holds (encoded or decoded)
         self._writer = FrozenValues(_Referable(self.records, self._refused), registry=registry)
         self._reader: FrozenValues | None = None
 
@@ -163,10 +164,12 @@ class RunPayloads:
         """Encode a step's input, referring to the stored frozen values it holds."""
         data = self._writer.serialize(value, record=correlation_id, root=root)
         self._computed[correlation_id] = data
+        self._indexed.add(correlation_id)
         return data
 
     def decode_run_input(self, data: bytes) -> Any:
         """Decode the run's input for the workflow, indexing its frozen parts."""
+        self._indexed.add(RUN_INPUT_RECORD)
         return self._writer.deserialize(data, record=RUN_INPUT_RECORD)
 
     def decode_event(self, event: Event) -> Any:
@@ -175,11 +178,33 @@ class RunPayloads:
         Only for events that carry a record (a step's result, a hook payload).
         """
         data = event.data[_RECORD_FIELDS[event.type]]
-        if self._refused and refers_to_records(data) and self._refused & set(_deps(data)):
+        key = f"@{event.seq}"
+        if self._through_refused(data):
             # This replay's numbering of a refused input is not the log's: read
-            # the result from the recorded bytes (its values are not referable).
+            # the payload from the recorded bytes; nothing may refer to it either.
+            self._refused.add(key)
             return self.decode(data)
-        return self._writer.deserialize(data, record=f"@{event.seq}")
+        self._indexed.add(key)
+        return self._writer.deserialize(data, record=key)
+
+    def _through_refused(self, data: bytes) -> bool:
+        """Whether decoding ``data`` would resolve references through a refused record."""
+        if not self._refused or not refers_to_records(data):
+            return False
+        # Records the writer holds were checked when it took them; the others
+        # it would load from the log, so their own references count too.
+        stack, seen = _deps(data), set()
+        while stack:
+            key = stack.pop()
+            if key in self._refused:
+                return True
+            if key in seen or key in self._indexed:
+                continue
+            seen.add(key)
+            nested = self.records.get(key)
+            if nested is not None and refers_to_records(nested):
+                stack += _deps(nested)
+        return False
 
     # -- the reader's side: recorded bytes ----------------------------------------------
 

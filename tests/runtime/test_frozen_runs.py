@@ -416,3 +416,58 @@ async def test_a_history_a_step_returns_grown_is_stored_under_3x(
     check_cold_replay(events)
     verdict = await verify_replay_log(events)
     assert verdict.ok, verdict.render()
+
+
+@step
+def grow(history: tuple[Message, ...]) -> tuple[Message, ...]:
+    return (*history, reply_to(history))
+
+
+@workflow
+async def chat_growing(turns: int) -> tuple[Message, ...]:
+    """Input: the last result plus a question; result: that input plus a reply."""
+    history: tuple[Message, ...] = ()
+    for turn in range(turns):
+        history = await grow((*history, question(turn)))
+    return history
+
+
+def test_a_result_that_refers_to_an_input_the_replay_computed_otherwise_decodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Step 5's result is a delta over step 5's input.  A replay that computes
+    # other bytes for that input (as a set with no canonical order could make
+    # it) numbers it otherwise, so it must read the result from the recorded
+    # bytes, and never refer to its own copy of the input afterwards.
+    async def build() -> list[Event]:
+        from durasim.worlds import CountingIds, MemoryWorld
+
+        clock = FixedClock()
+        world = MemoryWorld(clock=clock, ids=CountingIds())
+        run = await start(chat_growing, 12, world=world)
+        await run_to_end(world, clock, run)
+        assert await run.result() == expected_history(12)
+        return await run.events()
+
+    events = asyncio.run(build())
+    cids = list(step_inputs(events))
+    fifth = cids[4]
+    results = {e.correlation_id: e.data["result"] for e in events if e.type is T.STEP_COMPLETED}
+    assert fifth.encode() in results[fifth].split(b"\n")[0]  # the result refers to its input
+    encode = RunPayloads.encode_step_input
+
+    def other_bytes(self: RunPayloads, correlation_id: str, value: object, *, root: str) -> bytes:
+        if correlation_id != fifth:
+            return encode(self, correlation_id, value, root=root)
+        data = self._writer.serialize(value, record=correlation_id, root=root, whole=True)
+        self._computed[correlation_id] = data
+        return data
+
+    monkeypatch.setattr(RunPayloads, "encode_step_input", other_bytes)
+    recomputed = recomputed_inputs(events)
+    assert recomputed[fifth] != step_inputs(events)[fifth]
+    check_cold_replay(events)  # the results decode right, so the run ends the same
+    reader = RunPayloads.from_log(events)
+    for turn, cid in list(enumerate(cids))[5:]:
+        assert fifth.encode() not in recomputed[cid].split(b"\n")[0]
+        assert reader.decode(recomputed[cid])["args"] == [expected_history(turn + 1)[:-1]]
