@@ -32,9 +32,19 @@ from ._registry import ClassRegistry, Registered
 if TYPE_CHECKING:
     from ._frozen import FrozenValues
 
-__all__ = ["Chain", "FrozenDecoder", "FrozenEncoder", "children_frozen", "is_frozen_in"]
+__all__ = [
+    "MIN_REFERENCED_SIZE",
+    "Chain",
+    "FrozenDecoder",
+    "FrozenEncoder",
+    "children_frozen",
+    "is_frozen_in",
+]
 
 Node = Any
+
+#: Stored values written shorter than this (bytes) are written again, not referred to.
+MIN_REFERENCED_SIZE = 48
 
 
 @attrs.frozen(kw_only=True)
@@ -102,7 +112,9 @@ class FrozenEncoder(Encoder):
         if self.whole:
             return None
         found = self.values.stored_location(value)
-        if found is None:
+        # A reference (~25 bytes, and a record the reader must load: a queued
+        # step's worker reads the log for it) is worth it only for a bigger value.
+        if found is None or self.values.size_of(value) < MIN_REFERENCED_SIZE:
             return None
         record, index = found
         self.number(value)
