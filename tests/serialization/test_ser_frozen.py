@@ -224,3 +224,14 @@ def test_a_stored_tuple_holding_an_enum_member_is_referred_to_and_rebuilds_cold(
     assert rebuilt == {"again": pair, "more": (pair, pair, pair, Color.GREEN)}
     assert rebuilt["again"] is rebuilt["more"][0]
     fresh._check()
+
+
+def test_a_small_stored_value_is_written_again_not_referred_to() -> None:
+    run = Run()
+    small, big = (1, 2), Message("user", "x" * 60)
+    run.store((small, big))
+    key = run.store({"small": small, "big": big})
+    data = run.records.load(key)
+    assert data.count(b'"#":"@"') == 1  # the message only
+    assert b'"v":[1,2]' in data
+    assert FrozenValues(run.records).rebuild(key) == {"small": small, "big": big}
