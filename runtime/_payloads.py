@@ -211,8 +211,10 @@ class RunPayloads:
     def decode(self, data: bytes, *, record: str | None = None) -> Any:
         """Decode a payload of this run (a step input: ``record`` = its correlation id).
 
-        Payloads that refer to no other record decode as :func:`deserialize` does;
-        the others load the records they refer to from the log seen.
+        A payload that refers to other records loads them from the log seen.  A
+        step input whose bytes are the recorded ones is indexed under its key, so
+        the step's result (:meth:`encode_result`) can refer to it; anything else
+        that refers to no record decodes as :func:`deserialize` does.
 
         Raises:
             SerializationError: the bytes are malformed or refer to a record the
