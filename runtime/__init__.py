@@ -41,6 +41,7 @@ from ._errors import (
 from ._hooks import Hook, HookConflict, create_hook, resume_hook
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
 from ._orchestrator import DeliveryReport, Limits, deliver
+from ._payloads import RunPayloads, decode_payload
 from ._run import DEFAULT_HOME, default_world, run
 from ._streams import StreamRewriteError, Writable, get_writable, read_stream
 from ._waiting import as_completed, sleep, wait
@@ -96,6 +97,7 @@ __all__ = [
     "Run",
     "RunCancelledError",
     "RunNotFinished",
+    "RunPayloads",
     "SerializationError",
     "StepCaller",
     "StepDef",
@@ -117,6 +119,7 @@ __all__ = [
     "cancellation_token",
     "create_hook",
     "create_webhook",
+    "decode_payload",
     "default_class_id",
     "default_registry",
     "default_world",

@@ -680,6 +680,7 @@ async def _run_step(
                 now=world.clock.now(),
                 workflow=metadata,
                 sync_in_thread=limits.sync_steps == "thread",
+                payloads=writer.replay.payloads if writer.replay is not None else None,
             )
         finally:
             STEP_WORLD.reset(token)

@@ -25,7 +25,8 @@ from durasim.worlds import (
 
 from ._authoring import find_step
 from ._metadata import STEP_WORLD, WorkflowMetadata
-from ._orchestrator import enqueue_wake
+from ._orchestrator import enqueue_wake, load_log
+from ._payloads import RunPayloads, refers_to_records
 from ._steps import execute_step, exhausted
 
 __all__ = ["run_queued_step"]
@@ -68,6 +69,11 @@ async def run_queued_step(world: World, payload: bytes, *, sync_in_thread: bool)
     if attempt > definition.max_retries + 1:
         outcome = exhausted(definition, correlation_id, attempt)
     else:
+        if refers_to_records(step.input):  # frozen values stored in earlier records
+            payloads = RunPayloads.from_log((await load_log(world, run_id))[0])
+        else:  # the input alone: the result may still refer to it
+            payloads = RunPayloads()
+            payloads.records.add_step_input(correlation_id, step.input)
         token = STEP_WORLD.set(world)
         try:
             outcome = await execute_step(
@@ -78,6 +84,7 @@ async def run_queued_step(world: World, payload: bytes, *, sync_in_thread: bool)
                 now=world.clock.now(),
                 workflow=metadata,
                 sync_in_thread=sync_in_thread,
+                payloads=payloads,
             )
         finally:
             STEP_WORLD.reset(token)

@@ -39,6 +39,7 @@ from ._errors import ReplayDivergence
 from ._hooks import HookConflict, HookState, new_token
 from ._loop import WorkflowLoop
 from ._metadata import WORKFLOW_METADATA, WorkflowMetadata
+from ._payloads import RunPayloads
 from ._sandbox_check import check_workflow
 from ._signals import CANCEL_ATTR
 from ._sites import hook_stem, timer_stem
@@ -65,9 +66,10 @@ class StepState:
 
     correlation_id: str
     definition: StepDef
-    input: bytes
+    input: bytes  # what every execution runs with: the recorded input once the log has it
     future: asyncio.Future[Any]
     order: int
+    computed: bytes = b""  # the input as this replay computed it
     created: bool = False
     done: bool = False
     attempts: int = 0
@@ -204,6 +206,7 @@ class Replay:
         self._open_steps: dict[str, StepState] = {}
         self._open_waits: dict[str, WaitState] = {}
         self.consumed = 0  # position of the last event delivered
+        self.payloads = RunPayloads()  # step inputs refer to frozen values already stored
         self.busy_seconds = 0.0  # wall time spent running workflow code
 
     # -- driving --------------------------------------------------------------------
@@ -228,7 +231,7 @@ class Replay:
     def begin(self) -> None:
         """Decode the input, start the workflow and run it until it waits."""
         try:
-            payload = deserialize(self._input)
+            payload = self.payloads.decode_run_input(self._input)
             args, kwargs = tuple(payload.get("args", ())), dict(payload.get("kwargs", {}))
         except (SerializationError, AttributeError, TypeError) as exc:
             args, kwargs = (), {}
@@ -269,6 +272,7 @@ class Replay:
                 seq=event.seq,
             )
         self.consumed = event.seq
+        self.payloads.note(event)
         self.loop.set_time(_seconds(event.created_at))
         handler = _HANDLERS.get(event.type)
         if handler is None:
@@ -352,8 +356,10 @@ class Replay:
         future = self.loop.create_future()
         # Reduced to bytes here, at the call site: custom classes serialize the
         # same way on every replay, and the caller's objects are never shared
-        # with the step (pass by value).
-        data = serialize(
+        # with the step (pass by value).  Frozen values already stored are
+        # written by reference (same bytes on every replay: see _payloads).
+        data = self.payloads.encode_step_input(
+            correlation_id,
             {"args": list(args), "kwargs": kwargs, "closure": closure},
             root=f"{definition.name}(...)",
         )
@@ -364,6 +370,7 @@ class Replay:
             input=data,
             future=future,
             order=self._order,
+            computed=data,
         )
         self.steps[correlation_id] = state
         self._uncreated[correlation_id] = state
@@ -497,7 +504,8 @@ class Replay:
             shown = "recorded none, now one" if recorded is None else "recorded one, now none"
             raise self._differs(event, what, shown, fix)
         try:
-            old, new = _decode(recorded), _decode(now)
+            # Either side may refer to frozen values earlier in the log (indexes nothing).
+            old, new = self.payloads.decode(recorded), self.payloads.decode_computed(now)
         except SerializationError:
             return  # not decodable here (a class this process lacks): the bytes cannot judge
         if isinstance(old, dict) and isinstance(new, dict) and "args" in old:
@@ -570,7 +578,7 @@ class Replay:
         if state.future.cancelled():
             return
         if event.type is T.STEP_COMPLETED:
-            state.future.set_result(_decode(event.data["result"]))
+            state.future.set_result(self.payloads.decode_event(event))
         else:
             error = _decode(event.data["error"])
             if not isinstance(error, BaseException):
@@ -632,7 +640,7 @@ class Replay:
     def _on_hook_received(self, event: Event) -> None:
         state = self._hook(event)
         try:
-            payload: Any = _decode(event.data["payload"])
+            payload: Any = self.payloads.decode_event(event)
         except SerializationError as exc:
             payload = _Undecodable(exc)
         while state.waiters:

@@ -26,8 +26,9 @@ from durasim.worlds import EventRequest
 
 from ._authoring import StepDef, with_closure
 from ._metadata import STEP_METADATA, WORKFLOW_METADATA, StepMetadata, WorkflowMetadata
+from ._payloads import RunPayloads, decode_payload
 from ._step_threads import run_in_step_thread
-from .serialization import FatalError, RetryableError, SerializationError, deserialize, serialize
+from .serialization import FatalError, RetryableError, SerializationError, serialize
 
 __all__ = ["StepOutcome", "backoff", "execute_step", "exhausted"]
 
@@ -74,14 +75,18 @@ async def execute_step(
     now: datetime,
     workflow: WorkflowMetadata,
     sync_in_thread: bool = True,
+    payloads: RunPayloads | None = None,
 ) -> StepOutcome:
     """Run attempt ``attempt`` of a step and say what to record.
 
     A sync body runs in a thread unless ``sync_in_thread=False`` (then on the
     calling loop: no thread hop, but the loop is blocked while it runs).
+    ``payloads``: the run's payloads, to decode an input that refers to values
+    stored in other records of the run, and to write a result that refers to
+    the input (see ``_payloads``).
     """
     try:
-        payload = deserialize(input)
+        payload = decode_payload(input, payloads, record=correlation_id)
         args, kwargs = list(payload["args"]), dict(payload["kwargs"])
         closure = payload.get("closure") or {}
         fn = with_closure(definition.fn, closure) if closure else definition.fn
@@ -112,7 +117,11 @@ async def execute_step(
         STEP_METADATA.reset(step_token)
         WORKFLOW_METADATA.reset(workflow_token)
     try:
-        data = serialize(result, root=f"result of step {definition.name}")
+        root = f"result of step {definition.name}"
+        if payloads is None:
+            data = serialize(result, root=root)
+        else:  # a result made from the input refers to it (a grown history: a delta)
+            data = payloads.encode_result(result, root=root)
     except SerializationError as exc:
         return _failed(correlation_id, exc)
     return StepOutcome(EventRequest.of("step_completed", correlation_id, result=data))

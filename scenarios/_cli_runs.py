@@ -17,9 +17,10 @@ from typing import Any
 from durasim.checkers import check_logs, event_to_json, load_logs
 from durasim.runtime import (
     Run,
+    RunPayloads,
     Worker,
     WorkflowFailed,
-    deserialize,
+    decode_payload,
     get_run,
     start,
     workflow_definition,
@@ -170,27 +171,28 @@ async def cmd_worker(
     return 0
 
 
-def _json_value(value: Any) -> Any:
+def _json_value(value: Any, payloads: RunPayloads | None = None) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, bytes):
         try:
-            return {"decoded": repr(deserialize(value))}
+            # A payload may refer to earlier ones of its run (frozen values).
+            return {"decoded": repr(decode_payload(value, payloads))}
         except DurasimError:
             return {"bytes": len(value)}
     if isinstance(value, tuple | list):
-        return [_json_value(v) for v in value]
+        return [_json_value(v, payloads) for v in value]
     return value
 
 
-def _event_json(event: Event) -> dict[str, Any]:
+def _event_json(event: Event, payloads: RunPayloads | None = None) -> dict[str, Any]:
     return {
         "seq": event.seq,
         "type": event.type.value,
         "correlation_id": event.correlation_id,
         "in_band": event.in_band,
         "created_at": event.created_at.isoformat(),
-        "data": {k: _json_value(v) for k, v in event.data.items()},
+        "data": {k: _json_value(v, payloads) for k, v in event.data.items()},
     }
 
 
@@ -255,7 +257,9 @@ async def cmd_inspect(
             for raw in await run.events():
                 print(event_to_json(raw))
             return 0
-        events = [_event_json(e) for e in await run.events()]
+        raws = await run.events()
+        payloads = RunPayloads.from_log(raws)
+        events = [_event_json(e, payloads) for e in raws]
         for event in events:
             band = "in-band" if event["in_band"] else "       "
             subject = event["correlation_id"] or ""

@@ -13,6 +13,7 @@ deltas since its last whole copy pass ``rewrite_fraction`` of its size, or after
 
 from __future__ import annotations
 
+import enum
 import json
 from typing import Any
 
@@ -28,6 +29,8 @@ from ._store import RecordStore
 __all__ = ["FrozenValues"]
 
 _WHOLE = Chain(size=0, delta_bytes=0, changes=0)
+_MUTABLE = frozenset({list, dict, set, bytearray})
+_SKIP = ATOM_TYPES | _MUTABLE  # never indexed: atoms are not objects, the rest not frozen
 
 
 class FrozenValues:
@@ -69,7 +72,7 @@ class FrozenValues:
     # -- encoding and decoding -----------------------------------------------
 
     def serialize(
-        self, value: object, *, record: str, whole: bool = False, root: str = "value"
+        self, value: object, *, record: str | None, whole: bool = False, root: str = "value"
     ) -> bytes:
         """Encode ``value`` as record ``record`` of this run.
 
@@ -79,7 +82,9 @@ class FrozenValues:
 
         Args:
             value: the payload.
-            record: the record key, unique in the run.
+            record: the record key, unique in the run; None for bytes whose key is
+                not known yet (nothing is indexed: decoding the stored record
+                later indexes it).
             whole: write everything in full (run inputs, workflow results, hook
                 payloads), still indexing its frozen parts for later records.
             root: how the value is named in error paths.
@@ -87,18 +92,25 @@ class FrozenValues:
         Raises:
             SerializationError: as :func:`serialize`; or ``record`` was used before.
         """
-        self._check_new(record)
+        if record is not None:
+            self._check_new(record)
         with wrap_errors(root):
             if is_plain(value):
-                self._loaded.add(record)
+                if record is not None:
+                    self._loaded.add(record)
                 return PREFIX + bytes([KIND_PLAIN]) + dumps_tree(value)
             encoder = FrozenEncoder(self.registry, self, whole=whole)
             tree = encoder.encode(value)
-        self._index(record, encoder.new_nodes, encoder.chains)
+        if record is not None:
+            self._index(record, encoder.new_nodes, encoder.chains)
         return _frame(list(encoder.deps), tree)
 
-    def deserialize(self, data: bytes | bytearray | memoryview, *, record: str) -> Any:
+    def deserialize(self, data: bytes | bytearray | memoryview, *, record: str | None) -> Any:
         """Decode record ``record``'s bytes, loading the records it refers to.
+
+        ``record=None`` decodes bytes that are no record of the run (a recomputed
+        payload that may differ from the stored one): nothing is indexed, so later
+        references still resolve against the stored records only.
 
         Raises:
             SerializationError: the bytes are malformed, or refer to a record that
@@ -110,11 +122,12 @@ class FrozenValues:
         with wrap_errors(""):
             tree = loads_body(body)
             if kind == KIND_PLAIN:
-                self._loaded.add(record)
+                if record is not None:
+                    self._loaded.add(record)
                 return tree
             decoder = FrozenDecoder(self.registry, self, record, deps)
             value = decoder.decode(tree)
-        if record not in self._loaded:
+        if record is not None and record not in self._loaded:
             self._index_decoded(record, decoder)
         return value
 
@@ -150,8 +163,10 @@ class FrozenValues:
                 path=record,
             ) from None
 
-    def indexed(self, record: str, index: int) -> object | None:
+    def indexed(self, record: str | None, index: int) -> object | None:
         """The object indexed at ``index`` of ``record``, or None."""
+        if record is None:
+            return None
         return self._nodes.get((record, index))
 
     def shared_runs(self, value: tuple[Any, ...]) -> list[tuple[int, tuple[Any, ...], int, int]]:
@@ -273,6 +288,11 @@ class FrozenValues:
             t = type(obj)
             if t in ATOM_TYPES:
                 return True
+            if t in _MUTABLE:  # the common payload wrapper: no registry look-up
+                return False
+            if isinstance(obj, enum.Enum):  # as the encoder judges it (is_frozen_in)
+                entry = self.registry.entry_for_class(t)
+                return entry is not None and entry.kind == "enum"
             oid = id(obj)
             if oid in self._where:  # indexed before (a reference or a slice)
                 return True
@@ -294,7 +314,7 @@ class FrozenValues:
         nodes = [
             (index, obj)
             for index, obj in enumerate(decoder.objs)
-            if type(obj) not in ATOM_TYPES and id(obj) not in self._where and is_frozen(obj)
+            if type(obj) not in _SKIP and id(obj) not in self._where and is_frozen(obj)
         ]
         self._index(record, nodes, decoder.chains)
 

@@ -32,9 +32,19 @@ from ._registry import ClassRegistry, Registered
 if TYPE_CHECKING:
     from ._frozen import FrozenValues
 
-__all__ = ["Chain", "FrozenDecoder", "FrozenEncoder", "children_frozen", "is_frozen_in"]
+__all__ = [
+    "MIN_REFERENCED_SIZE",
+    "Chain",
+    "FrozenDecoder",
+    "FrozenEncoder",
+    "children_frozen",
+    "is_frozen_in",
+]
 
 Node = Any
+
+#: Stored values written shorter than this (bytes) are written again, not referred to.
+MIN_REFERENCED_SIZE = 48
 
 
 @attrs.frozen(kw_only=True)
@@ -102,7 +112,9 @@ class FrozenEncoder(Encoder):
         if self.whole:
             return None
         found = self.values.stored_location(value)
-        if found is None:
+        # A reference (~25 bytes, and a record the reader must load: a queued
+        # step's worker reads the log for it) is worth it only for a bigger value.
+        if found is None or self.values.size_of(value) < MIN_REFERENCED_SIZE:
             return None
         record, index = found
         self.number(value)
@@ -150,7 +162,10 @@ class FrozenEncoder(Encoder):
         return node
 
     def _delta(self, value: tuple[Any, ...], depth: int) -> Node | None:
-        runs = self.values.shared_runs(value)
+        # A slice of one element is longer than the reference the element gets
+        # anyway (it is stored), and trying costs an encode and a roll-back: a
+        # small tuple holding one stored value is written whole at once.
+        runs = [run for run in self.values.shared_runs(value) if run[3] > 1]
         if not runs:
             return None
         # Encode first, then apply the whole-copy rule to the real size; if the
@@ -205,7 +220,7 @@ class FrozenDecoder(Decoder):
     """A decoder that resolves ``@`` references and ``t+`` deltas."""
 
     def __init__(
-        self, registry: ClassRegistry, values: FrozenValues, record: str, deps: list[str]
+        self, registry: ClassRegistry, values: FrozenValues, record: str | None, deps: list[str]
     ) -> None:
         super().__init__(registry)
         self.values = values

@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 import pytest
-from _ser_support import Message, assert_same
+from _ser_support import Color, Message, assert_same
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -208,3 +208,30 @@ def test_any_edit_sequence_rebuilds_exactly(edits: list[tuple[int, int, str]]) -
         fresh.rebuild(f"r{i}")
     assert_same(state, fresh.rebuild(f"r{run.count}"))
     fresh._check()
+
+
+def test_a_stored_tuple_holding_an_enum_member_is_referred_to_and_rebuilds_cold() -> None:
+    # The encoder judged (Color.RED, "x") frozen and referred to it; a cold
+    # decoder did not index it (it took the member for an unfrozen object), so
+    # the reference named nothing.  Found wiring FrozenValues into the runtime.
+    run = Run()
+    pair = (Color.RED, "x")
+    run.store({"first": pair})
+    second = run.store({"again": pair, "more": (*([pair] * 3), Color.GREEN)})
+    assert b'"#":"@"' in run.records.load(second)
+    fresh = FrozenValues(run.records)
+    rebuilt = fresh.rebuild(second)
+    assert rebuilt == {"again": pair, "more": (pair, pair, pair, Color.GREEN)}
+    assert rebuilt["again"] is rebuilt["more"][0]
+    fresh._check()
+
+
+def test_a_small_stored_value_is_written_again_not_referred_to() -> None:
+    run = Run()
+    small, big = (1, 2), Message("user", "x" * 60)
+    run.store((small, big))
+    key = run.store({"small": small, "big": big})
+    data = run.records.load(key)
+    assert data.count(b'"#":"@"') == 1  # the message only
+    assert b'"v":[1,2]' in data
+    assert FrozenValues(run.records).rebuild(key) == {"small": small, "big": big}
