@@ -1,0 +1,238 @@
+"""The replay server: a child process that replays logs in fresh module state.
+
+Started by :mod:`._fresh` with another ``PYTHONHASHSEED``, an added
+environment variable and another ``TZ``; here the wall clock is shifted
+(``time.time`` and friends, and ``datetime.datetime.now`` / ``today`` /
+``utcnow``) before any user module is imported.  The process is a zygote: it
+imports the modules a request names (once: a fresh import is the state a
+production process starts from), then forks one grandchild per request, which
+replays every log with the cold-replay oracle and answers; module globals a
+replay changes die with the grandchild, so no replay (and nothing the
+exploring process did) is seen by the next.
+
+Requests and answers are one JSON line each, on two pipes given as file
+descriptors (stdout and stderr stay free for whatever user code prints).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _datetime_module
+import gc
+import importlib
+import json
+import logging
+import os
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from durasim.runtime import DefinitionNotFound, find_workflow
+
+from ._export import event_from_json
+from ._fresh import CLOCK_SHIFT, finished_logs
+from ._oracle import verify_replay_log
+
+_REAL_DATETIME = _datetime_module.datetime
+
+
+class _ShiftedMeta(type):
+    # Real datetimes (made by C code, or before the shift) must stay instances.
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, _REAL_DATETIME)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, _REAL_DATETIME)
+
+
+class _ShiftedDatetime(_REAL_DATETIME, metaclass=_ShiftedMeta):
+    """``datetime.datetime`` whose clock reads are shifted; every value it makes is a real one."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:  # noqa: PYI034 -- a real datetime
+        return _REAL_DATETIME(*args, **kwargs)
+
+    @classmethod
+    def now(cls, tz: _datetime_module.tzinfo | None = None) -> Any:
+        return _REAL_DATETIME.now(tz) + CLOCK_SHIFT
+
+    @classmethod
+    def utcnow(cls) -> Any:
+        return _REAL_DATETIME.now(_datetime_module.UTC).replace(tzinfo=None) + CLOCK_SHIFT
+
+    @classmethod
+    def today(cls) -> Any:
+        return _REAL_DATETIME.now() + CLOCK_SHIFT
+
+
+def shift_wall_clock() -> None:
+    """Move this process's wall clock ``CLOCK_SHIFT`` ahead (monotonic clocks stay)."""
+    seconds = CLOCK_SHIFT.total_seconds()
+    real_time, real_time_ns = time.time, time.time_ns
+
+    def shifted_time() -> float:
+        return real_time() + seconds
+
+    def shifted_time_ns() -> int:
+        return real_time_ns() + int(seconds) * 1_000_000_000
+
+    def at_shifted(real: Callable[..., Any]) -> Callable[..., Any]:
+        # localtime(), gmtime(), ctime() read the C clock when given no time.
+        def shifted(secs: float | None = None) -> Any:
+            return real(shifted_time() if secs is None else secs)
+
+        return shifted
+
+    real_strftime = time.strftime
+
+    def shifted_strftime(format: str, t: Any = None) -> str:
+        return real_strftime(format, time.localtime() if t is None else t)
+
+    time.time = shifted_time
+    time.time_ns = shifted_time_ns
+    time.localtime = at_shifted(time.localtime)
+    time.gmtime = at_shifted(time.gmtime)
+    time.ctime = at_shifted(time.ctime)
+    time.strftime = shifted_strftime
+    _datetime_module.datetime = _ShiftedDatetime  # type: ignore[misc]
+
+
+def _import(modules: list[str], main_path: str | None) -> str:
+    """Import what a request names; "" or why it could not."""
+    for name in modules:
+        if name in sys.modules:
+            continue
+        try:
+            if name == "__main__":
+                if not main_path:
+                    return "the workflow is defined in __main__, whose file is unknown"
+                _import_main(main_path)
+            else:
+                importlib.import_module(name)
+        except BaseException as exc:  # noqa: BLE001 -- any failure is the answer
+            return f"importing {name!r} raised {type(exc).__name__}: {exc}"
+    return ""
+
+
+def _import_main(path: str) -> None:
+    # As multiprocessing's spawn does: run the script under another name, so its
+    # ``if __name__ == "__main__"`` block stays shut, and let it stand for __main__.
+    import runpy  # noqa: PLC0415 -- rarely needed
+
+    namespace = runpy.run_path(path, run_name="__mp_main__")
+    module = type(sys)("__mp_main__")
+    module.__dict__.update(namespace)
+    sys.modules["__mp_main__"] = module
+    sys.modules["__main__"] = module
+
+
+def _replay(logs: list[list[str]]) -> dict[str, Any]:
+    """Replay every log (in a grandchild); the answer to send."""
+    runs = [[event_from_json(line) for line in log] for log in logs]
+    for events in runs:
+        created = next((e for e in events if e.type.value == "run_created"), None)
+        name = str(created.data.get("workflow_name", "")) if created else ""
+        try:
+            find_workflow(name)
+        except DefinitionNotFound:
+            return {"unavailable": f"workflow {name!r} is not registered after the imports"}
+
+    # What the runtime logs while replaying (a divergence's explanation) goes
+    # into the verdict, not to this process's stderr.
+    said: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger().addHandler(handler)
+
+    async def all_runs() -> list[dict[str, str]]:
+        verdicts = []
+        for events in runs:
+            said.clear()
+            verdict = await verify_replay_log(events)
+            detail = verdict.render().partition(f"run {verdict.run_id}: ")[2]
+            detail = "\n".join([detail, *(f"  runtime: {line}" for line in said)])
+            verdicts.append({"run_id": verdict.run_id, "kind": verdict.kind, "detail": detail})
+        return verdicts
+
+    return {"verdicts": asyncio.run(all_runs())}
+
+
+def _serve_one(request: dict[str, Any]) -> dict[str, Any]:
+    sys.path[:] = [p for p in request.get("path", sys.path) if isinstance(p, str)]
+    why = _import(list(request.get("modules", ())), request.get("main"))
+    if why:
+        return {"unavailable": why}
+    if not hasattr(os, "fork"):  # no fork (Windows): replay here; module state is shared
+        return _replay(request["logs"])
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the grandchild: replay, answer, exit without running any clean-up
+        os.close(read_end)
+        gc.disable()  # a short life: no collection needed
+        try:
+            answer = _replay(request["logs"])
+        except BaseException as exc:  # noqa: BLE001 -- any failure is the answer
+            answer = {"error": "".join(traceback.format_exception(exc))[-4000:]}
+        with os.fdopen(write_end, "w", encoding="utf-8") as out:
+            out.write(json.dumps(answer))
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, encoding="utf-8") as answer_in:
+        text = answer_in.read()
+    _, status = os.waitpid(pid, 0)
+    if not text:
+        return {"error": f"the replay process died (wait status {status}) without answering"}
+    answer: dict[str, Any] = json.loads(text)
+    return answer
+
+
+def _warm_up() -> None:
+    """Replay a run of a workflow of our own once, before any fork.
+
+    The runtime fills caches and imports lazily on first use; done here, every
+    grandchild inherits them instead of redoing them per request.
+    """
+    from durasim.runtime import step, workflow  # noqa: PLC0415
+    from durasim.sim import Sim  # noqa: PLC0415
+
+    @step(module="durasim.fresh")
+    def warm(i: int) -> int:
+        return i + 1
+
+    @workflow(module="durasim.fresh")
+    async def warm_up() -> int:
+        return await warm(1) + await warm(2)
+
+    async def scenario(sim: Sim) -> list[list[Any]]:
+        await sim.run(warm_up)
+        return await finished_logs(sim.store)
+
+    logs = Sim().run_sync(scenario)
+    for events in logs:
+        asyncio.run(verify_replay_log(events))
+
+
+def main() -> None:
+    """Serve requests from the fd in ``argv[1]``, answer on the fd in ``argv[2]``."""
+    requests_fd, answers_fd = int(sys.argv[1]), int(sys.argv[2])
+    # A user module that starts a thread makes fork() warn on 3.12+; the
+    # grandchild only replays (no thread is needed there), so the warning is noise.
+    warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
+    _warm_up()
+    shift_wall_clock()
+    # Objects alive now are never collected in a grandchild: keeping the
+    # collector off them keeps their pages shared (no copy on write per fork).
+    gc.freeze()
+    with (
+        os.fdopen(requests_fd, encoding="utf-8") as requests,
+        os.fdopen(answers_fd, "w", encoding="utf-8") as answers,
+    ):
+        for line in requests:  # EOF: the exploring process has gone
+            try:
+                answer = _serve_one(json.loads(line))
+            except Exception as exc:  # noqa: BLE001 -- any failure is the answer
+                answer = {"error": "".join(traceback.format_exception(exc))[-4000:]}
+            answers.write(json.dumps(answer) + "\n")
+            answers.flush()
