@@ -51,6 +51,7 @@ __all__ = [
     "describe_fresh_process",
     "finished_logs",
     "replay_in_fresh_process",
+    "start_replay_server",
 ]
 
 #: Added to the replay server's environment (a variable this process lacks).
@@ -192,8 +193,12 @@ def _close_servers() -> None:
     _SERVERS.clear()
 
 
-def warm_up(hash_seed: int | None = None) -> None:
-    """Start the replay server now (it takes a moment to import), so the first check is quick."""
+def start_replay_server(hash_seed: int | None = None) -> None:
+    """Start the replay server now (it takes a moment to import), so the first check is quick.
+
+    Args:
+        hash_seed: the server's ``PYTHONHASHSEED`` (default :func:`child_hash_seed`).
+    """
     _server(child_hash_seed() if hash_seed is None else hash_seed)
 
 

@@ -15,16 +15,39 @@ from typing import Any
 
 import attrs
 
-from durasim.checkers import check_invariants, verify_replay
-from durasim.runtime import Run
+from durasim.checkers import (
+    FreshReplay,
+    check_invariants,
+    describe_fresh_process,
+    finished_logs,
+    replay_in_fresh_process,
+    verify_replay_log,
+)
+from durasim.runtime import (
+    DefinitionNotFound,
+    InvalidDefinition,
+    ManifestError,
+    RevivedError,
+    Run,
+    WorkflowCallError,
+    WorkflowSandboxError,
+    deserialize,
+)
 from durasim.sim import ChoiceSource, RunOutcome, SequenceChoices, Sim, SimClock, SimError
-from durasim.worlds import Event, IdSource, World
+from durasim.worlds import Event, EventType, IdSource, World
 
 from ._harness import drive
 from ._seeds import ExampleConfig
 from ._sometimes import sometimes
 
-__all__ = ["VERDICT_KINDS", "ExampleReport", "Property", "StoreFactory", "run_example"]
+__all__ = [
+    "AUTHORING_ERRORS",
+    "VERDICT_KINDS",
+    "ExampleReport",
+    "Property",
+    "StoreFactory",
+    "run_example",
+]
 
 #: ``property(outcome, log)``: falsy or raising means the example failed.
 Property = Callable[[RunOutcome, Sequence[Event]], Any]
@@ -34,11 +57,25 @@ StoreFactory = Callable[[SimClock, IdSource], World]
 #: Verdict kinds of a failed example, most severe first.
 VERDICT_KINDS = {
     "error": "the simulation itself failed (an exception escaped the runtime or the harness)",
+    "authoring": "a run failed with a sandbox or authoring error (WorkflowSandboxError, "
+    "InvalidDefinition...): the workflow breaks a rule of durasim",
     "invariants": "check_invariants found a broken log rule or a row that differs from the log",
     "replay": "verify_replay: a finished run's log does not make the runtime end it the same way",
+    "fresh-process": "the cold replay agrees in this process but not in a fresh one (another "
+    "hash seed, environment, wall clock, fresh module state)",
     "property": "the exploration's property returned falsy or raised",
     "determinism": "the recorded choices replayed to another trace",
 }
+
+#: Errors that say the workflow broke a rule of durasim, not that it failed on its own terms.
+AUTHORING_ERRORS: tuple[type[BaseException], ...] = (
+    WorkflowSandboxError,
+    InvalidDefinition,
+    DefinitionNotFound,
+    WorkflowCallError,
+    ManifestError,
+)
+_AUTHORING_NAMES = frozenset(cls.__name__ for cls in AUTHORING_ERRORS)
 
 
 @attrs.frozen(kw_only=True)
@@ -110,16 +147,22 @@ def run_example(
     sim = _make_sim(config, choices, world_factory, max_wall_seconds)
     failures: list[tuple[str, str]] = []
     outcome: RunOutcome | None = None
+    agreed: list[list[Event]] = []
 
     async def script(sim: Sim) -> RunOutcome:
         outcome = await _drive(sim, workflow, config)
-        failures.extend(await _judge(sim, outcome, property))
+        failures.extend(await _judge(sim, outcome, property, agreed))
         return outcome
 
     try:
         outcome = sim.run_sync(script)
     except (SimError, Exception) as exc:
         failures.insert(0, ("error", _describe(exc)))
+    fresh: FreshReplay | None = None
+    if config.fresh_process is not None and agreed and not failures:
+        # Sent now, answered after the determinism replay: the replay server
+        # works on another core meanwhile.
+        fresh = replay_in_fresh_process(agreed, hash_seed=config.fresh_process)
     faults = tuple(sim.faults_injected)
     for kind in faults:
         sometimes(f"fault: {kind}", True)
@@ -138,6 +181,9 @@ def run_example(
             second = f"(the replay raised {_describe(exc)})"
         if again.trace_hash != trace_hash:
             failures.append(("determinism", _first_difference(trace, second)))
+    if fresh is not None:
+        failures += _fresh_failures(fresh)
+    failures.sort(key=lambda failure: _SEVERITY.get(failure[0], len(_SEVERITY)))
     status = "error"
     if outcome is not None:
         status = outcome.status.value
@@ -186,24 +232,27 @@ async def _drive(sim: Sim, workflow: Callable[..., Any], config: ExampleConfig) 
     )
 
 
-async def _judge(sim: Sim, outcome: RunOutcome, property: Property | None) -> list[tuple[str, str]]:
+_SEVERITY = {kind: rank for rank, kind in enumerate(VERDICT_KINDS)}
+
+
+async def _judge(
+    sim: Sim, outcome: RunOutcome, property: Property | None, agreed: list[list[Event]]
+) -> list[tuple[str, str]]:
+    """The example's verdicts; ``agreed`` gets the logs whose cold replay agreed here."""
     failures: list[tuple[str, str]] = []
     store = sim.store
     report = await check_invariants(store)
     if not report.ok:
         failures.append(("invariants", report.render()))
-    cursor = None
-    run_ids: list[str] = []
-    while True:
-        page = await store.runs.list(limit=1000, cursor=cursor)
-        run_ids += [r.run_id for r in page.runs if r.status.terminal]
-        cursor = page.cursor
-        if cursor is None:
-            break
-    for run_id in sorted(run_ids):
-        verdict = await verify_replay(store, run_id)
+    for events in await finished_logs(store):
+        broken = _authoring_failure(events)
+        if broken:
+            failures.append(("authoring", broken))
+        verdict = await verify_replay_log(events)
         if not verdict.ok:
             failures.append(("replay", verdict.render()))
+        elif verdict.kind == "ok":
+            agreed.append(events)
     if property is not None:
         log = tuple(await Run(run_id=outcome.run_id, world=store).events())
         try:
@@ -215,6 +264,51 @@ async def _judge(sim: Sim, outcome: RunOutcome, property: Property | None) -> li
         else:
             if not held and held is not None:
                 failures.append(("property", f"the property returned {held!r}"))
+    return failures
+
+
+def _authoring_failure(events: Sequence[Event]) -> str:
+    """Why the run's failure is a sandbox or authoring error ("" when it is not one)."""
+    end = events[-1] if events else None
+    if end is None or end.type is not EventType.RUN_FAILED:
+        end = next((e for e in events if e.type is EventType.RUN_FAILED), None)
+    if end is None or not isinstance(end.data.get("error"), bytes):
+        return ""
+    try:
+        error: BaseException | None = deserialize(end.data["error"])
+    except Exception:  # noqa: BLE001 -- an undecodable error is the replay oracle's to judge
+        return ""
+    while isinstance(error, BaseException):
+        name = type(error).__name__
+        if isinstance(error, RevivedError):
+            name = error.type_name.rpartition(".")[2]
+        if isinstance(error, AUTHORING_ERRORS) or name in _AUTHORING_NAMES:
+            return (
+                f"run {end.run_id} failed with {name}: {error}\n"
+                "The workflow broke a rule of durasim (its sandbox, or how workflows and steps "
+                "are defined and called), so the exploration did not explore what it would do: "
+                "fix the workflow (see the message), then explore again."
+            )
+        error = error.__cause__ or error.__context__
+    return ""
+
+
+def _fresh_failures(fresh: FreshReplay) -> list[tuple[str, str]]:
+    failures = []
+    for verdict in fresh.verdicts():
+        if not verdict.ok:
+            failures.append(
+                (
+                    "fresh-process",
+                    f"{verdict.render()}\n"
+                    "The same log replays to the same end in this process, but not in a fresh "
+                    f"one ({describe_fresh_process(fresh.hash_seed)}): the workflow depends on "
+                    "something tied to the process, such as the iteration order of a set (the "
+                    "hash seed), os.environ, the wall clock (datetime.now()) or a module "
+                    "global that an earlier run filled (a memo, a counter).  In production "
+                    "this fails the run with CORRUPTED_EVENT_LOG after a worker restart.",
+                )
+            )
     return failures
 
 

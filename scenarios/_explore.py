@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -27,7 +28,15 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
+from durasim.checkers import (
+    FreshProcessUnavailable,
+    child_hash_seed,
+    finished_logs,
+    replay_in_fresh_process,
+    start_replay_server,
+)
 from durasim.sim import FAULT_KINDS, FifoChoices, Sim
+from durasim.worlds import Event
 
 from ._example import ExampleReport, Property, StoreFactory, run_example
 from ._harness import drive
@@ -191,20 +200,41 @@ def _probe(
     hooks: tuple[tuple[str, Any], ...],
     world_factory: StoreFactory | None,
     setup: Callable[[], Any] | None,
-) -> tuple[int, int]:
-    """Interception points and schedule choices of one plain run (FIFO, no faults)."""
+) -> tuple[int, int, list[list[Event]]]:
+    """Interception points, schedule choices and finished logs of one plain run (FIFO, no faults).
+
+    The probe runs the workflow in this process before any example: whatever it
+    leaves in module globals, the examples see (``setup`` runs before it and
+    before each example to reset such state; the fresh-process replay sees none
+    of it either way).
+    """
     if setup is not None:
         setup()
     sim = Sim(world_factory, choices=FifoChoices())
     points = [0]
+    logs: list[list[Event]] = []
 
     async def script(sim: Sim) -> None:
         await drive(sim, workflow, *args, hooks=hooks)
         for handle in (sim.orchestrator(), sim.any_step()):
             points.extend(p.ordinal for p in handle.history())
+        logs.extend(await finished_logs(sim.store))
 
     sim.run_sync(script)
-    return max(points), len(sim.choices_made)
+    return max(points), len(sim.choices_made), logs
+
+
+def _check_fresh_process(workflow: Callable[..., Any], hash_seed: int) -> None:
+    """Fail at once, naming the fix, when the replay server will not be able to import it."""
+    qualname = str(getattr(workflow, "__qualname__", ""))
+    if "<locals>" in qualname:
+        raise FreshProcessUnavailable(
+            f"explore({qualname}): the workflow is defined inside a function, so the "
+            "fresh-process replay (on by default) cannot import it in another process: "
+            "move it to module level of a module, or pass fresh_process=False",
+            workflow=qualname,
+        )
+    start_replay_server(hash_seed)
 
 
 def explore(
@@ -225,6 +255,7 @@ def explore(
     require: Sequence[str] = (),
     setup: Callable[[], Any] | None = None,
     determinism_every: int = 1,
+    fresh_process: bool = True,
     shrink: bool = True,
     progress: Callable[[ExploreStats], None] | None = None,
     progress_every: int = 100,
@@ -257,9 +288,16 @@ def explore(
             interception point (or once the run waits for it).
         cancel: an example may (one in four) cancel the run at a drawn point.
         require: ``sometimes()`` names that must hold in at least one example.
-        setup: called before each example (reset counters a property reads).
+        setup: called before the probe run, before each example and before its
+            determinism replay: reset the module state the workflow or the property
+            keeps (counters, memos), so no example sees what an earlier one left.
         determinism_every: replay every n-th example's recorded choices and
             require the same trace (1: every example; 0: never).
+        fresh_process: replay every example's finished runs with the cold-replay
+            oracle in a fresh process too (another ``PYTHONHASHSEED``, environment,
+            ``TZ`` and wall clock, freshly imported modules), where a workflow
+            that reads a set's order, ``os.environ``, ``datetime.now()`` or module
+            state is caught; the workflow must be importable by module name.
         shrink: shrink the first failure (default) or report it as found.
         progress: called with the stats every ``progress_every`` examples and at the end.
         progress_every: see ``progress``.
@@ -274,7 +312,15 @@ def explore(
     hook_pairs = tuple(hooks.items() if isinstance(hooks, Mapping) else hooks)
     faults = tuple(faults)
     args = tuple(args)
-    points, steps = _probe(workflow, args, hook_pairs, world_factory, setup)
+    fresh_seed = child_hash_seed() if fresh_process else None
+    if fresh_seed is not None:
+        _check_fresh_process(workflow, fresh_seed)
+    points, steps, probe_logs = _probe(workflow, args, hook_pairs, world_factory, setup)
+    if fresh_seed is not None:
+        # Raises FreshProcessUnavailable before any example when a module cannot be
+        # imported there; its verdicts are the examples' to give (with a seed).
+        replay_in_fresh_process(probe_logs, hash_seed=fresh_seed).verdicts()
+    own_hash_seed = os.environ.get("PYTHONHASHSEED", "")
     refs = {
         "workflow": object_ref(workflow),
         "property": object_ref(property) if property is not None else "",
@@ -325,6 +371,8 @@ def explore(
             property=refs["property"],
             setup=refs["setup"],
             world=refs["world"],
+            fresh_process=fresh_seed,
+            hash_seed=own_hash_seed if own_hash_seed.isdigit() else "",
         )
         source = RecordingSource(draw, chosen.policy(draw, steps=steps), plan)
         check = determinism_every > 0 and (stats.examples + 1) % determinism_every == 0
