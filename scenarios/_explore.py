@@ -194,7 +194,7 @@ def _resolve_scheduler(scheduler: str | Scheduling) -> Scheduling:
     return scheduler
 
 
-def _probe(
+def probe(
     workflow: Callable[..., Any],
     args: tuple[Any, ...],
     hooks: tuple[tuple[str, Any], ...],
@@ -315,7 +315,7 @@ def explore(
     fresh_seed = child_hash_seed() if fresh_process else None
     if fresh_seed is not None:
         _check_fresh_process(workflow, fresh_seed)
-    points, steps, probe_logs = _probe(workflow, args, hook_pairs, world_factory, setup)
+    points, steps, probe_logs = probe(workflow, args, hook_pairs, world_factory, setup)
     if fresh_seed is not None:
         # Raises FreshProcessUnavailable before any example when a module cannot be
         # imported there; its verdicts are the examples' to give (with a seed).
