@@ -58,9 +58,7 @@ class DeterminismVerdict:
                 f"NOT deterministic: seed {self.seed}, traces part at line {self.line}:\n"
                 f"  first:  {self.first}\n  second: {self.second}"
             )
-        return f"NOT deterministic: seed {self.seed}, in a fresh process:\n" + "\n".join(
-            self.fresh
-        )
+        return f"NOT deterministic: seed {self.seed}, in a fresh process:\n" + "\n".join(self.fresh)
 
 
 def check_determinism(

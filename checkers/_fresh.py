@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import os
 import select
@@ -111,7 +112,7 @@ class _Server:
         env.update(PYTHONHASHSEED=str(hash_seed), TZ=FRESH_TZ)
         env[FRESH_ENV_VAR] = "1"
         path = json.dumps([p for p in sys.path if isinstance(p, str)])
-        self._process = subprocess.Popen(
+        self._process = subprocess.Popen(  # noqa: S603 -- this interpreter, our own code
             [sys.executable, "-c", _BOOT, str(child_in), str(child_out), path],
             pass_fds=(child_in, child_out),
             env=env,
@@ -252,18 +253,38 @@ def _modules(logs: Iterable[Sequence[Event]]) -> tuple[list[str], str | None]:
     return list(modules), main_path
 
 
+#: Verdicts already given, by (hash seed, sha256 of the log's JSON lines): the
+#: server's answer depends on nothing else (each replay starts from the same
+#: freshly imported state), and explored examples often end with equal logs.
+_KNOWN: dict[tuple[int, str], ReplayVerdict] = {}
+_KNOWN_MAX = 50_000
+
+
 class FreshReplay:
     """A request to the replay server; :meth:`verdicts` waits for its answer.
 
     Sending returns at once, so the caller can do other work (the in-process
-    determinism replay) while the server replays on another core.
+    determinism replay) while the server replays on another core.  A log equal
+    to one judged before is not sent again: its verdict is reused.
     """
 
     def __init__(self, logs: Sequence[Sequence[Event]], hash_seed: int) -> None:
         self.hash_seed = hash_seed
-        self._run_ids = [events[0].run_id for events in logs if events]
+        self._keys: list[tuple[int, str]] = []
+        sent: list[list[str]] = []
+        self._sent_keys: list[tuple[int, str]] = []
         self._server: _Server | None = None
-        if not self._run_ids:
+        self._modules: list[str] = []
+        for events in logs:
+            if not events:
+                continue
+            lines = [event_to_json(e) for e in events]
+            key = (hash_seed, hashlib.sha256("\n".join(lines).encode()).hexdigest())
+            self._keys.append(key)
+            if key not in _KNOWN and key not in self._sent_keys:
+                sent.append(lines)
+                self._sent_keys.append(key)
+        if not sent:
             return
         modules, main_path = _modules(logs)
         self._modules = modules
@@ -273,7 +294,7 @@ class FreshReplay:
                 "path": [p for p in sys.path if isinstance(p, str)],
                 "modules": modules,
                 "main": main_path,
-                "logs": [[event_to_json(e) for e in events] for events in logs],
+                "logs": sent,
             }
         )
 
@@ -284,23 +305,25 @@ class FreshReplay:
             FreshProcessUnavailable: the fresh process could not import a workflow.
             RuntimeError: the server failed (its error is in the message).
         """
-        if self._server is None:
-            return ()
-        answer = self._server.receive()
-        if "unavailable" in answer:
-            raise FreshProcessUnavailable(
-                f"the fresh-process replay cannot run these runs: {answer['unavailable']} "
-                f"(it imported {', '.join(self._modules) or 'nothing'} with this process's "
-                "sys.path); define the workflow at module level of an importable module (a "
-                "workflow in __main__ needs a module='...' id), or pass fresh_process=False",
-                workflow=", ".join(self._modules),
-            )
-        if "error" in answer:
-            raise RuntimeError(f"the fresh-process replay failed:\n{answer['error']}")
-        return tuple(
-            ReplayVerdict(str(v["run_id"]), str(v["kind"]), str(v["detail"]))
-            for v in answer["verdicts"]
-        )
+        if self._server is not None:
+            answer = self._server.receive()
+            self._server = None
+            if "unavailable" in answer:
+                raise FreshProcessUnavailable(
+                    f"the fresh-process replay cannot run these runs: {answer['unavailable']} "
+                    f"(it imported {', '.join(self._modules) or 'nothing'} with this "
+                    "process's sys.path); define the workflow at module level of an importable "
+                    "module (a workflow in __main__ needs a module='...' id), or pass "
+                    "fresh_process=False",
+                    workflow=", ".join(self._modules),
+                )
+            if "error" in answer:
+                raise RuntimeError(f"the fresh-process replay failed:\n{answer['error']}")
+            if len(_KNOWN) > _KNOWN_MAX:
+                _KNOWN.clear()  # memory stays flat over long explorations
+            for key, v in zip(self._sent_keys, answer["verdicts"], strict=True):
+                _KNOWN[key] = ReplayVerdict(str(v["run_id"]), str(v["kind"]), str(v["detail"]))
+        return tuple(_KNOWN[key] for key in self._keys if key in _KNOWN)
 
 
 def replay_in_fresh_process(

@@ -51,7 +51,7 @@ class _ShiftedMeta(type):
 class _ShiftedDatetime(_REAL_DATETIME, metaclass=_ShiftedMeta):
     """``datetime.datetime`` whose clock reads are shifted; every value it makes is a real one."""
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:  # noqa: PYI034 -- a real datetime
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         return _REAL_DATETIME(*args, **kwargs)
 
     @classmethod
@@ -111,7 +111,7 @@ def _import(modules: list[str], main_path: str | None) -> str:
                 _import_main(main_path)
             else:
                 importlib.import_module(name)
-        except BaseException as exc:  # noqa: BLE001 -- any failure is the answer
+        except BaseException as exc:
             return f"importing {name!r} raised {type(exc).__name__}: {exc}"
     return ""
 
@@ -160,32 +160,88 @@ def _replay(logs: list[list[str]]) -> dict[str, Any]:
 
 
 def _serve_one(request: dict[str, Any]) -> dict[str, Any]:
+    """Import what the request names, then replay its logs (in this process)."""
     sys.path[:] = [p for p in request.get("path", sys.path) if isinstance(p, str)]
     why = _import(list(request.get("modules", ())), request.get("main"))
     if why:
         return {"unavailable": why}
-    if not hasattr(os, "fork"):  # no fork (Windows): replay here; module state is shared
-        return _replay(request["logs"])
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the grandchild: replay, answer, exit without running any clean-up
-        os.close(read_end)
-        gc.disable()  # a short life: no collection needed
+    return _replay(request["logs"])
+
+
+def _read_line(fd: int) -> bytes:
+    """One request line from ``fd`` (b"" at EOF); the parent sends one, then waits."""
+    data = bytearray()
+    while not data.endswith(b"\n"):
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b""
+        data += chunk
+    return bytes(data)
+
+
+def _write(fd: int, answer: dict[str, Any]) -> None:
+    view = memoryview((json.dumps(answer) + "\n").encode("utf-8"))
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _grandchild(requests_fd: int, answers_fd: int, status_fd: int) -> None:
+    """Serve one request and exit; tell the zygote what was imported (never returns)."""
+    gc.disable()  # a short life: no collection needed
+    line = _read_line(requests_fd)
+    status: dict[str, Any] = {"eof": not line}
+    if line:
+        before = set(sys.modules)
         try:
-            answer = _replay(request["logs"])
-        except BaseException as exc:  # noqa: BLE001 -- any failure is the answer
+            request = json.loads(line)
+            answer = _serve_one(request)
+            status.update(path=request.get("path"), main=request.get("main"))
+            status["modules"] = [m for m in request.get("modules", ()) if m not in before]
+        except BaseException as exc:
             answer = {"error": "".join(traceback.format_exception(exc))[-4000:]}
-        with os.fdopen(write_end, "w", encoding="utf-8") as out:
-            out.write(json.dumps(answer))
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, encoding="utf-8") as answer_in:
-        text = answer_in.read()
-    _, status = os.waitpid(pid, 0)
-    if not text:
-        return {"error": f"the replay process died (wait status {status}) without answering"}
-    answer: dict[str, Any] = json.loads(text)
-    return answer
+        _write(answers_fd, answer)
+    os.write(status_fd, json.dumps(status).encode("utf-8"))
+    os._exit(0)
+
+
+def _serve_forking(requests_fd: int, answers_fd: int) -> None:
+    """The zygote's loop: fork the next grandchild ahead of its request.
+
+    The grandchild reads the request and answers the parent itself, so the fork
+    is off the request's path; the zygote waits for it to end, imports the
+    modules it imported (so later grandchildren inherit them freshly imported),
+    and forks the next.
+    """
+    while True:
+        status_in, status_out = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(status_in)
+            _grandchild(requests_fd, answers_fd, status_out)
+        os.close(status_out)
+        with os.fdopen(status_in, "rb") as status_file:
+            raw = status_file.read()
+        _, wait_status = os.waitpid(pid, 0)
+        if not raw:
+            _write(answers_fd, {"error": f"the replay process died (wait status {wait_status})"})
+            continue
+        status = json.loads(raw)
+        if status["eof"]:
+            return  # the exploring process has gone
+        if status.get("modules"):
+            sys.path[:] = [p for p in status.get("path") or sys.path if isinstance(p, str)]
+            _import(status["modules"], status.get("main"))
+            gc.freeze()
+
+
+def _serve_here(requests_fd: int, answers_fd: int) -> None:
+    """Without fork (Windows): replay in this process (module state is then shared)."""
+    while line := _read_line(requests_fd):
+        try:
+            answer = _serve_one(json.loads(line))
+        except Exception as exc:
+            answer = {"error": "".join(traceback.format_exception(exc))[-4000:]}
+        _write(answers_fd, answer)
 
 
 def _warm_up() -> None:
@@ -198,7 +254,7 @@ def _warm_up() -> None:
     from durasim.sim import Sim  # noqa: PLC0415
 
     @step(module="durasim.fresh")
-    def warm(i: int) -> int:
+    async def warm(i: int) -> int:
         return i + 1
 
     @workflow(module="durasim.fresh")
@@ -225,14 +281,7 @@ def main() -> None:
     # Objects alive now are never collected in a grandchild: keeping the
     # collector off them keeps their pages shared (no copy on write per fork).
     gc.freeze()
-    with (
-        os.fdopen(requests_fd, encoding="utf-8") as requests,
-        os.fdopen(answers_fd, "w", encoding="utf-8") as answers,
-    ):
-        for line in requests:  # EOF: the exploring process has gone
-            try:
-                answer = _serve_one(json.loads(line))
-            except Exception as exc:  # noqa: BLE001 -- any failure is the answer
-                answer = {"error": "".join(traceback.format_exception(exc))[-4000:]}
-            answers.write(json.dumps(answer) + "\n")
-            answers.flush()
+    if hasattr(os, "fork"):
+        _serve_forking(requests_fd, answers_fd)
+    else:
+        _serve_here(requests_fd, answers_fd)

@@ -129,3 +129,13 @@ def test_under_two_hash_seeds_the_set_order_is_caught_and_reproduced(hash_seed: 
     assert again.returncode == 1, again.stderr
     assert "verdict: fresh-process" in again.stdout
     assert f"PYTHONHASHSEED={int(hash_seed) + 1}" in again.stdout
+
+
+@pytest.mark.parametrize("name", ["memoized", "set_order", "sleeps"])
+def test_the_printed_script_fails_the_same_way(name: str) -> None:
+    result = _explore(getattr(freshflows, name), max_examples=3)
+    assert result.failure is not None
+    namespace: dict[str, Any] = {}
+    exec(compile(result.failure.script, "<explored>", "exec"), namespace)
+    with pytest.raises(AssertionError):
+        namespace["test_explored_schedule"]()
