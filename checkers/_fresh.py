@@ -312,8 +312,8 @@ class FreshReplay:
                 raise FreshProcessUnavailable(
                     f"the fresh-process replay cannot run these runs: {answer['unavailable']} "
                     f"(it imported {', '.join(self._modules) or 'nothing'} with this "
-                    "process's sys.path); define the workflow at module level of an importable "
-                    "module (a workflow in __main__ needs a module='...' id), or pass "
+                    "process's sys.path): define the workflow at module level of a module "
+                    "importable by name (or of the script run as __main__), or pass "
                     "fresh_process=False",
                     workflow=", ".join(self._modules),
                 )

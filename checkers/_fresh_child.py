@@ -16,6 +16,7 @@ descriptors (stdout and stderr stay free for whatever user code prints).
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import datetime as _datetime_module
 import gc
@@ -26,6 +27,7 @@ import os
 import sys
 import time
 import traceback
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -102,30 +104,43 @@ def shift_wall_clock() -> None:
 def _import(modules: list[str], main_path: str | None) -> str:
     """Import what a request names; "" or why it could not."""
     for name in modules:
-        if name in sys.modules:
-            continue
         try:
             if name == "__main__":
                 if not main_path:
                     return "the workflow is defined in __main__, whose file is unknown"
-                _import_main(main_path)
-            else:
+                if getattr(sys.modules["__main__"], "__file__", None) != main_path:
+                    _import_main(main_path)
+            elif name not in sys.modules:
                 importlib.import_module(name)
         except BaseException as exc:
             return f"importing {name!r} raised {type(exc).__name__}: {exc}"
     return ""
 
 
-def _import_main(path: str) -> None:
-    # As multiprocessing's spawn does: run the script under another name, so its
-    # ``if __name__ == "__main__"`` block stays shut, and let it stand for __main__.
-    import runpy  # noqa: PLC0415 -- rarely needed
+def _is_main_guard(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (either way round)."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        return False
+    sides = [node.test.left, *node.test.comparators]
+    names = {s.id for s in sides if isinstance(s, ast.Name)}
+    values = {s.value for s in sides if isinstance(s, ast.Constant)}
+    return names == {"__name__"} and values == {"__main__"}
 
-    namespace = runpy.run_path(path, run_name="__mp_main__")
-    module = type(sys)("__mp_main__")
-    module.__dict__.update(namespace)
-    sys.modules["__mp_main__"] = module
+
+def _import_main(path: str) -> None:
+    """Load the exploring process's ``__main__`` script as ``__main__``, minus its main block.
+
+    Its functions must keep ``__module__ == "__main__"`` (their ids say so), but
+    its ``if __name__ == "__main__":`` block must not run here: the script runs
+    without its top-level guarded blocks.
+    """
+    with open(path, encoding="utf-8") as source:
+        tree = ast.parse(source.read(), filename=path)
+    tree.body = [node for node in tree.body if not _is_main_guard(node)]
+    module = types.ModuleType("__main__")
+    module.__file__ = path
     sys.modules["__main__"] = module
+    exec(compile(tree, path, "exec"), module.__dict__)  # noqa: S102 -- the user's own script
 
 
 def _replay(logs: list[list[str]]) -> dict[str, Any]:
