@@ -30,6 +30,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
@@ -101,6 +102,11 @@ def describe_fresh_process(hash_seed: int) -> str:
     )
 
 
+def _search_path() -> list[str]:
+    """This process's ``sys.path``, absolute (the server's working directory may differ)."""
+    return [os.path.abspath(p) for p in sys.path if isinstance(p, str)]
+
+
 class _Server:
     """One replay server process, with a request pipe and an answer pipe."""
 
@@ -111,7 +117,7 @@ class _Server:
         env = dict(os.environ)
         env.update(PYTHONHASHSEED=str(hash_seed), TZ=FRESH_TZ)
         env[FRESH_ENV_VAR] = "1"
-        path = json.dumps([p for p in sys.path if isinstance(p, str)])
+        path = json.dumps(_search_path())
         self._process = subprocess.Popen(  # noqa: S603 -- this interpreter, our own code
             [sys.executable, "-c", _BOOT, str(child_in), str(child_out), path],
             pass_fds=(child_in, child_out),
@@ -172,12 +178,13 @@ class _Server:
 
 
 #: This process's servers by hash seed; keyed by pid too, so a forked copy of
-#: this process starts its own instead of writing into its parent's pipes.
-_SERVERS: dict[tuple[int, int], _Server] = {}
+#: this process starts its own instead of writing into its parent's pipes, and
+#: by thread, so two threads exploring at once never share a request pipe.
+_SERVERS: dict[tuple[int, int, int], _Server] = {}
 
 
 def _server(hash_seed: int) -> _Server:
-    key = (os.getpid(), hash_seed)
+    key = (os.getpid(), threading.get_ident(), hash_seed)
     server = _SERVERS.get(key)
     if server is None or not server.alive or server.busy:
         if server is not None:
@@ -188,7 +195,7 @@ def _server(hash_seed: int) -> _Server:
 
 @atexit.register
 def _close_servers() -> None:
-    for (pid, _), server in list(_SERVERS.items()):
+    for (pid, _, _), server in list(_SERVERS.items()):
         if pid == os.getpid():
             server.close()
     _SERVERS.clear()
@@ -291,7 +298,7 @@ class FreshReplay:
         self._server = _server(hash_seed)
         self._server.send(
             {
-                "path": [p for p in sys.path if isinstance(p, str)],
+                "path": _search_path(),
                 "modules": modules,
                 "main": main_path,
                 "logs": sent,

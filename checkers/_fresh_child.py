@@ -101,8 +101,8 @@ def shift_wall_clock() -> None:
     _datetime_module.datetime = _ShiftedDatetime  # type: ignore[misc]
 
 
-def _import(modules: list[str], main_path: str | None) -> str:
-    """Import what a request names; "" or why it could not."""
+def _import(modules: list[str], main_path: str | None, imported: list[str]) -> str:
+    """Import what a request names (adding to ``imported`` what was new); "" or why not."""
     for name in modules:
         try:
             if name == "__main__":
@@ -110,8 +110,10 @@ def _import(modules: list[str], main_path: str | None) -> str:
                     return "the workflow is defined in __main__, whose file is unknown"
                 if getattr(sys.modules["__main__"], "__file__", None) != main_path:
                     _import_main(main_path)
+                    imported.append(name)
             elif name not in sys.modules:
                 importlib.import_module(name)
+                imported.append(name)
         except BaseException as exc:
             return f"importing {name!r} raised {type(exc).__name__}: {exc}"
     return ""
@@ -174,10 +176,10 @@ def _replay(logs: list[list[str]]) -> dict[str, Any]:
     return {"verdicts": asyncio.run(all_runs())}
 
 
-def _serve_one(request: dict[str, Any]) -> dict[str, Any]:
+def _serve_one(request: dict[str, Any], imported: list[str]) -> dict[str, Any]:
     """Import what the request names, then replay its logs (in this process)."""
     sys.path[:] = [p for p in request.get("path", sys.path) if isinstance(p, str)]
-    why = _import(list(request.get("modules", ())), request.get("main"))
+    why = _import(list(request.get("modules", ())), request.get("main"), imported)
     if why:
         return {"unavailable": why}
     return _replay(request["logs"])
@@ -206,12 +208,11 @@ def _grandchild(requests_fd: int, answers_fd: int, status_fd: int) -> None:
     line = _read_line(requests_fd)
     status: dict[str, Any] = {"eof": not line}
     if line:
-        before = set(sys.modules)
+        imported: list[str] = []
         try:
             request = json.loads(line)
-            answer = _serve_one(request)
-            status.update(path=request.get("path"), main=request.get("main"))
-            status["modules"] = [m for m in request.get("modules", ()) if m not in before]
+            answer = _serve_one(request, imported)
+            status.update(path=request.get("path"), main=request.get("main"), modules=imported)
         except BaseException as exc:
             answer = {"error": "".join(traceback.format_exception(exc))[-4000:]}
         _write(answers_fd, answer)
@@ -245,7 +246,7 @@ def _serve_forking(requests_fd: int, answers_fd: int) -> None:
             return  # the exploring process has gone
         if status.get("modules"):
             sys.path[:] = [p for p in status.get("path") or sys.path if isinstance(p, str)]
-            _import(status["modules"], status.get("main"))
+            _import(status["modules"], status.get("main"), [])
             gc.freeze()
 
 
@@ -253,7 +254,7 @@ def _serve_here(requests_fd: int, answers_fd: int) -> None:
     """Without fork (Windows): replay in this process (module state is then shared)."""
     while line := _read_line(requests_fd):
         try:
-            answer = _serve_one(json.loads(line))
+            answer = _serve_one(json.loads(line), [])
         except Exception as exc:
             answer = {"error": "".join(traceback.format_exception(exc))[-4000:]}
         _write(answers_fd, answer)
