@@ -54,9 +54,13 @@ class DeterminismVerdict:
         if self.ok:
             return f"deterministic: seed {self.seed}, trace {self.hashes[0][:16]}"
         if self.hashes[0] != self.hashes[1]:
-            return (
-                f"NOT deterministic: seed {self.seed}, traces part at line {self.line}:\n"
-                f"  first:  {self.first}\n  second: {self.second}"
+            return "\n".join(
+                [
+                    f"NOT deterministic: seed {self.seed}, traces part at line {self.line}:",
+                    f"  first:  {self.first}",
+                    f"  second: {self.second}",
+                    *(["and in a fresh process:", *self.fresh] if self.fresh else []),
+                ]
             )
         return f"NOT deterministic: seed {self.seed}, in a fresh process:\n" + "\n".join(self.fresh)
 
@@ -120,7 +124,7 @@ def check_determinism(
         return DeterminismVerdict(seed, (hashes[0], hashes[1]), fresh=tuple(differs))
     for number, (a, b) in enumerate(zip(first, second, strict=False), 1):
         if a != b:
-            return DeterminismVerdict(seed, (hashes[0], hashes[1]), number, a, b)
+            return DeterminismVerdict(seed, (hashes[0], hashes[1]), number, a, b, tuple(differs))
     number = min(len(first), len(second)) + 1
     missing = "(the trace ends here)"
     return DeterminismVerdict(
@@ -129,6 +133,7 @@ def check_determinism(
         number,
         first[number - 1] if len(first) >= number else missing,
         second[number - 1] if len(second) >= number else missing,
+        tuple(differs),
     )
 
 
