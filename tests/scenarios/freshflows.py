@@ -119,3 +119,14 @@ async def sleeps() -> str:
     await echo("before")
     time.sleep(0.001)  # noqa: ASYNC251 -- the sandbox must refuse it
     return "never"
+
+
+@workflow(module="freshflows")
+async def calls_a_workflow() -> int:
+    """Calls a workflow like a function (WorkflowCallError), and wraps what it raised."""
+    await echo("before")
+    try:
+        steady(1)
+    except TypeError as exc:
+        raise RuntimeError("could not compute the total") from exc
+    return 0

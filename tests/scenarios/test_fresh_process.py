@@ -81,6 +81,13 @@ def test_a_sandbox_error_fails_the_exploration() -> None:
         assert "WorkflowSandboxError" in result.failure.detail
 
 
+def test_an_authoring_error_as_the_cause_of_the_runs_error_fails_the_exploration() -> None:
+    result = _explore(freshflows.calls_a_workflow, max_examples=3)
+    assert result.failure is not None
+    assert result.failure.verdict == "authoring", result.render()
+    assert "WorkflowCallError" in result.failure.detail
+
+
 @step(module="fresh_nested")
 def nested_step() -> int:
     return 1
@@ -99,36 +106,40 @@ def test_a_workflow_defined_in_a_function_is_refused_with_the_fix() -> None:
 SCRIPT = """
 import freshflows
 from durasim.scenarios import explore
-for wf, args in ((freshflows.set_order, ()), (freshflows.steady, (2,))):
+for wf, args in ((freshflows.set_order, ()), (freshflows.memoized, ()), (freshflows.steady, (2,))):
     result = explore(wf, *args, max_examples=5, seed=0, faults=())
     print(wf.__name__, "ok" if result.ok else result.failure.verdict)
     if not result.ok:
-        print("SEED", result.failure.seed)
+        print("SEED", wf.__name__, result.failure.seed)
 """
 
 
 @pytest.mark.parametrize("hash_seed", ["0", "1"])
-def test_under_two_hash_seeds_the_set_order_is_caught_and_reproduced(hash_seed: str) -> None:
+def test_under_two_hash_seeds_the_failures_are_caught_and_reproduced(hash_seed: str) -> None:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(HERE)}
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, check=True
     ).stdout
     assert "set_order fresh-process" in out
+    assert "memoized fresh-process" in out
     assert "steady ok" in out
-    seed = next(line.split()[1] for line in out.splitlines() if line.startswith("SEED"))
-    # `durasim reproduce` reruns itself under the exploring process's hash seed.
+    seeds = [line.split()[2] for line in out.splitlines() if line.startswith("SEED")]
+    assert len(seeds) == 2
+    # `durasim reproduce` reruns itself under the exploring process's hash seed, and
+    # runs the workflow once first (explore's probe), in a new process each time.
     env.pop("PYTHONHASHSEED")
-    again = subprocess.run(
-        [sys.executable, "-m", "durasim.scenarios", "reproduce", seed, "--no-trace"],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=HERE,
-        check=False,
-    )
-    assert again.returncode == 1, again.stderr
-    assert "verdict: fresh-process" in again.stdout
-    assert f"PYTHONHASHSEED={int(hash_seed) + 1}" in again.stdout
+    for seed in seeds:
+        again = subprocess.run(
+            [sys.executable, "-m", "durasim.scenarios", "reproduce", seed, "--no-trace"],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=HERE,
+            check=False,
+        )
+        assert again.returncode == 1, again.stderr
+        assert "verdict: fresh-process" in again.stdout
+        assert f"PYTHONHASHSEED={int(hash_seed) + 1}" in again.stdout
 
 
 @pytest.mark.parametrize("name", ["memoized", "set_order", "sleeps"])
