@@ -204,20 +204,25 @@ def _write(fd: int, answer: dict[str, Any]) -> None:
 
 def _grandchild(requests_fd: int, answers_fd: int, status_fd: int) -> None:
     """Serve one request and exit; tell the zygote what was imported (never returns)."""
-    gc.disable()  # a short life: no collection needed
-    line = _read_line(requests_fd)
-    status: dict[str, Any] = {"eof": not line}
-    if line:
-        imported: list[str] = []
-        try:
-            request = json.loads(line)
-            answer = _serve_one(request, imported)
-            status.update(path=request.get("path"), main=request.get("main"), modules=imported)
-        except BaseException as exc:
-            answer = {"error": "".join(traceback.format_exception(exc))[-4000:]}
-        _write(answers_fd, answer)
-    os.write(status_fd, json.dumps(status).encode("utf-8"))
-    os._exit(0)
+    try:
+        gc.disable()  # a short life: no collection needed
+        line = _read_line(requests_fd)
+        status: dict[str, Any] = {"eof": not line}
+        if line:
+            imported: list[str] = []
+            try:
+                request = json.loads(line)
+                answer = _serve_one(request, imported)
+                status.update(path=request.get("path"), main=request.get("main"))
+                status["modules"] = imported
+            except BaseException as exc:
+                answer = {"error": "".join(traceback.format_exception(exc))[-4000:]}
+            _write(answers_fd, answer)
+        os.write(status_fd, json.dumps(status).encode("utf-8"))
+    finally:
+        # Whatever happened (the parent gone mid-answer: a broken pipe), this
+        # process must never return into the zygote's loop.
+        os._exit(0)
 
 
 def _serve_forking(requests_fd: int, answers_fd: int) -> None:
@@ -239,7 +244,11 @@ def _serve_forking(requests_fd: int, answers_fd: int) -> None:
             raw = status_file.read()
         _, wait_status = os.waitpid(pid, 0)
         if not raw:
-            _write(answers_fd, {"error": f"the replay process died (wait status {wait_status})"})
+            died = f"the replay process died (wait status {wait_status})"
+            try:
+                _write(answers_fd, {"error": died})
+            except BrokenPipeError:
+                return  # the exploring process has gone
             continue
         status = json.loads(raw)
         if status["eof"]:

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from durasim.checkers import (
+    FreshProcessUnavailable,
     FreshReplay,
     check_invariants,
     describe_fresh_process,
@@ -295,7 +296,15 @@ def _authoring_failure(events: Sequence[Event]) -> str:
 
 def _fresh_failures(fresh: FreshReplay) -> list[tuple[str, str]]:
     failures = []
-    for verdict in fresh.verdicts():
+    try:
+        verdicts = fresh.verdicts()
+    except FreshProcessUnavailable:
+        raise  # not the example's fault: explore() stops and says how to fix it
+    except (RuntimeError, TimeoutError) as exc:
+        # The replaying process died or hung: in a fresh process, this run's replay
+        # does not even end (the workflow exits the process, or loops).
+        return [("fresh-process", f"the cold replay in a fresh process did not answer: {exc}")]
+    for verdict in verdicts:
         if not verdict.ok:
             failures.append(
                 (

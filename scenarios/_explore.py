@@ -318,8 +318,13 @@ def explore(
     points, steps, probe_logs = probe(workflow, args, hook_pairs, world_factory, setup)
     if fresh_seed is not None:
         # Raises FreshProcessUnavailable before any example when a module cannot be
-        # imported there; its verdicts are the examples' to give (with a seed).
-        replay_in_fresh_process(probe_logs, hash_seed=fresh_seed).verdicts()
+        # imported there; anything else it finds is the examples' to report (with a seed).
+        try:
+            replay_in_fresh_process(probe_logs, hash_seed=fresh_seed).verdicts()
+        except FreshProcessUnavailable:
+            raise
+        except (RuntimeError, TimeoutError):
+            pass  # the replaying process died or hung: the examples say so
     own_hash_seed = os.environ.get("PYTHONHASHSEED", "")
     refs = {
         "workflow": object_ref(workflow),

@@ -130,3 +130,12 @@ async def calls_a_workflow() -> int:
     except TypeError as exc:
         raise RuntimeError("could not compute the total") from exc
     return 0
+
+
+@workflow(module="freshflows")
+async def exits_elsewhere() -> str:
+    """Ends the process when replayed where the replay server's variable is set."""
+    await echo("x")
+    if os.environ.get("DURASIM_FRESH_PROCESS"):
+        os._exit(3)
+    return "here"

@@ -8,6 +8,7 @@ passes.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -66,6 +67,14 @@ def test_a_memo_filled_by_the_probe_or_an_earlier_example_fails_in_a_fresh_proce
     assert "warm_cache" in detail
 
 
+def test_a_replay_that_kills_the_fresh_process_fails_the_example_and_the_server_goes_on() -> None:
+    result = _explore(freshflows.exits_elsewhere, max_examples=3)
+    assert result.failure is not None
+    assert result.failure.verdict == "fresh-process", result.render()
+    assert "did not answer" in result.failure.detail
+    assert _explore(freshflows.steady, 1, max_examples=3).ok
+
+
 def test_a_deterministic_workflow_stays_green_with_the_fresh_process_replay() -> None:
     result = _explore(freshflows.steady, 3, max_examples=30, faults=("crash", "duplicate"))
     assert result.ok, result.render()
@@ -101,6 +110,27 @@ def test_a_workflow_defined_in_a_function_is_refused_with_the_fix() -> None:
     with pytest.raises(FreshProcessUnavailable, match="fresh_process=False"):
         _explore(inner)
     assert _explore(inner, fresh_process=False).ok
+
+
+def test_a_workflow_whose_module_cannot_be_imported_by_name_is_refused(tmp_path: Path) -> None:
+    source = tmp_path / "loose.py"
+    source.write_text(
+        "from durasim.runtime import step, workflow\n"
+        "@step(module='loose')\n"
+        "def one() -> int:\n"
+        "    return 1\n"
+        "@workflow(module='loose')\n"
+        "async def wf() -> int:\n"
+        "    return await one()\n"
+    )
+    spec = importlib.util.spec_from_file_location("not_on_the_path.loose", source)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(FreshProcessUnavailable, match=r"not_on_the_path\.loose.*fresh_process"):
+        _explore(module.wf)
+    assert _explore(module.wf, fresh_process=False).ok
 
 
 SCRIPT = """
