@@ -264,7 +264,7 @@ def _modules(logs: Iterable[Sequence[Event]]) -> tuple[list[str], str | None]:
 #: server's answer depends on nothing else (each replay starts from the same
 #: freshly imported state), and explored examples often end with equal logs.
 _KNOWN: dict[tuple[int, str], ReplayVerdict] = {}
-_KNOWN_MAX = 50_000
+_KNOWN_MAX = 10_000
 
 
 class FreshReplay:
