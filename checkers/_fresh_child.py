@@ -4,9 +4,11 @@ Started by :mod:`._fresh` with another ``PYTHONHASHSEED``, an added
 environment variable and another ``TZ``; here the wall clock is shifted
 (``time.time`` and friends, and ``datetime.datetime.now`` / ``today`` /
 ``utcnow``) before any user module is imported.  The process is a zygote: it
-imports the modules a request names (once: a fresh import is the state a
-production process starts from), then forks one grandchild per request, which
-replays every log with the cold-replay oracle and answers; module globals a
+forks one grandchild per request, ahead of the request; the grandchild reads
+the request, imports the modules it names if the zygote has not (a fresh
+import is the state a production process starts from; the zygote then imports
+them too, for the next grandchildren), replays every log with the cold-replay
+oracle, answers the exploring process itself and exits.  Module globals a
 replay changes die with the grandchild, so no replay (and nothing the
 exploring process did) is seen by the next.
 
