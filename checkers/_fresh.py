@@ -11,7 +11,10 @@ process, started on first use and gone with its parent: see
 
 * ``PYTHONHASHSEED``: the parent's plus one when it is a number, else
   :data:`DEFAULT_CHILD_HASH_SEED` (recorded in seeds, so a replay is exact);
-* the environment: :data:`FRESH_ENV_VAR` added, ``TZ`` set to :data:`FRESH_TZ`;
+* the environment: :data:`FRESH_ENV_VAR` added, ``TZ`` set to :data:`FRESH_TZ`,
+  and, while logs are replayed, every other variable (but ``PYTHON*``) reads
+  differently: its value with ``:durasim-fresh`` appended, or, unset, as set
+  (another worker's configuration is another configuration);
 * the wall clock: ``CLOCK_SHIFT`` ahead (``datetime.now()``, ``time.time()``);
 * module state: each request is replayed in a process forked from one that
   only imported the workflow's module, so globals filled by earlier runs (the
@@ -96,9 +99,10 @@ def describe_fresh_process(hash_seed: int) -> str:
     """What differs in the replay server, for a verdict's message."""
     mine = os.environ.get("PYTHONHASHSEED") or "random"
     return (
-        f"PYTHONHASHSEED={hash_seed} (here: {mine}), {FRESH_ENV_VAR}=1 added to the "
-        f"environment, TZ={FRESH_TZ}, the wall clock {CLOCK_SHIFT} ahead, every module "
-        "freshly imported"
+        f"PYTHONHASHSEED={hash_seed} (here: {mine}); {FRESH_ENV_VAR}=1 added to the "
+        f"environment, TZ={FRESH_TZ}, and while replaying every other variable reads "
+        "differently (unset ones as set); the wall clock "
+        f"{CLOCK_SHIFT} ahead; every module freshly imported"
     )
 
 

@@ -37,7 +37,7 @@ from typing import Any
 from durasim.runtime import DefinitionNotFound, find_workflow
 
 from ._export import event_from_json
-from ._fresh import CLOCK_SHIFT, finished_logs
+from ._fresh import CLOCK_SHIFT, FRESH_ENV_VAR, finished_logs
 from ._oracle import verify_replay_log
 
 _REAL_DATETIME = _datetime_module.datetime
@@ -147,6 +147,37 @@ def _import_main(path: str) -> None:
     exec(compile(tree, path, "exec"), module.__dict__)  # noqa: S102 -- the user's own script
 
 
+#: Variables that read as they are: the interpreter's own, and the two we set.
+_KEPT_PREFIXES = ("PYTHON", FRESH_ENV_VAR, "TZ")
+#: What a variable reads as while logs are replayed: its value plus this, or,
+#: unset, this and its name (a worker elsewhere may well have it set).
+ENV_MARK = "durasim-fresh"
+
+
+class _PerturbedEnviron(os._Environ[str]):
+    """``os.environ`` as another worker would have it: every variable reads differently."""
+
+    def __getitem__(self, key: str) -> str:
+        kept = not isinstance(key, str) or key.startswith(_KEPT_PREFIXES)
+        try:
+            value = super().__getitem__(key)
+        except KeyError:
+            if kept:
+                raise
+            return f"{ENV_MARK}:{key}"
+        return value if kept else f"{value}:{ENV_MARK}"
+
+
+def perturb_environment() -> None:
+    """From now on, this process's ``os.environ`` reads as :class:`_PerturbedEnviron` says.
+
+    Only the replaying grandchild does this, after every import and just before
+    the replays: workflow code (and nothing else) runs from then on; the
+    runtime reads no variable, and the interpreter's own (``PYTHON*``) are kept.
+    """
+    os.environ.__class__ = _PerturbedEnviron
+
+
 def _replay(logs: list[list[str]]) -> dict[str, Any]:
     """Replay every log (in a grandchild); the answer to send."""
     runs = [[event_from_json(line) for line in log] for log in logs]
@@ -157,6 +188,8 @@ def _replay(logs: list[list[str]]) -> dict[str, Any]:
             find_workflow(name)
         except DefinitionNotFound:
             return {"unavailable": f"workflow {name!r} is not registered after the imports"}
+    if hasattr(os, "fork"):  # (without fork this process serves every request: leave it)
+        perturb_environment()
 
     # What the runtime logs while replaying (a divergence's explanation) goes
     # into the verdict, not to this process's stderr.

@@ -139,3 +139,13 @@ async def exits_elsewhere() -> str:
     if os.environ.get("DURASIM_FRESH_PROCESS"):
         os._exit(3)
     return "here"
+
+
+@workflow(module="freshflows")
+async def configured() -> str:
+    """Branches on a variable set on no worker here (read with a default, as config is)."""
+    if os.environ.get("FRESHFLOWS_REGION", "eu") == "eu":
+        await echo("eu")
+    else:
+        await first_b()
+    return "done"

@@ -55,6 +55,13 @@ def test_an_environment_read_fails_in_a_fresh_process() -> None:
     _assert_caught(freshflows.env_read, "fresh-process", "authoring")
 
 
+def test_a_read_of_any_variable_fails_in_a_fresh_process() -> None:
+    # FRESHFLOWS_REGION is set nowhere: here it reads as the default; the replay
+    # server makes every variable read differently (an unset one as set).
+    detail = _assert_caught(freshflows.configured, "fresh-process", "authoring")
+    assert "every other variable reads differently" in detail or "Sandbox" in detail
+
+
 def test_a_wall_clock_read_fails_in_a_fresh_process() -> None:
     detail = _assert_caught(freshflows.wall_clock, "fresh-process", "authoring")
     assert "wall clock" in detail
