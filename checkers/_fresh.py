@@ -187,7 +187,19 @@ class _Server:
 _SERVERS: dict[tuple[int, int, int], _Server] = {}
 
 
+#: Set in the replay server itself: a module it imports that explores (or checks
+#: determinism) at import time must not start a server of its own, and so on.
+inside_server = False
+
+
 def _server(hash_seed: int) -> _Server:
+    if inside_server:
+        raise FreshProcessUnavailable(
+            "a module imported by the fresh-process replay server asked for a fresh-process "
+            "replay itself (it explores or checks determinism when imported): keep such "
+            "calls in test functions or under `if __name__ == '__main__':`",
+            workflow="",
+        )
     key = (os.getpid(), threading.get_ident(), hash_seed)
     server = _SERVERS.get(key)
     if server is None or not server.alive or server.busy:

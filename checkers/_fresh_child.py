@@ -36,6 +36,7 @@ from typing import Any
 
 from durasim.runtime import DefinitionNotFound, find_workflow
 
+from . import _fresh
 from ._export import event_from_json
 from ._fresh import CLOCK_SHIFT, FRESH_ENV_VAR, finished_logs
 from ._oracle import verify_replay_log
@@ -333,6 +334,7 @@ def _warm_up() -> None:
 def main() -> None:
     """Serve requests from the fd in ``argv[1]``, answer on the fd in ``argv[2]``."""
     requests_fd, answers_fd = int(sys.argv[1]), int(sys.argv[2])
+    _fresh.inside_server = True
     # A user module that starts a thread makes fork() warn on 3.12+; the
     # grandchild only replays (no thread is needed there), so the warning is noise.
     warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
