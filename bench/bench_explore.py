@@ -3,8 +3,10 @@
 Run: ``.venv/bin/python bench/bench_explore.py [--examples N] [--memory N]``.
 
 * examples/s of ``explore()`` on a 10-step workflow with every fault kind
-  enabled (swarm), one process (one core): with the determinism replay of
-  every example (the default) and without it (``determinism_every=0``);
+  enabled (swarm), one process: with the determinism replay and the
+  fresh-process replay of every example (the defaults), with the fresh-process
+  replay off (``fresh_process=False``), and with both off; measured in turns
+  (``--rounds`` of each, one after the other), each figure the median;
 * memory: RSS after the first 100 examples and after ``--memory`` examples
   (default 10,000) of one exploration; the target is an end within 1.5x;
 * scaling: the same examples split into 2 shards in 2 processes (what
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import statistics
 import time
 from typing import Any
 
@@ -45,8 +48,8 @@ def rss_mb() -> float:
     return 0.0
 
 
-def throughput(examples: int, **options: Any) -> tuple[float, ExploreStats]:
-    result = explore(ten_steps, max_examples=examples, seed=1, faults=FAULT_KINDS, **options)
+def throughput(examples: int, seed: int = 1, **options: Any) -> tuple[float, ExploreStats]:
+    result = explore(ten_steps, max_examples=examples, seed=seed, faults=FAULT_KINDS, **options)
     assert result.ok, result.render()
     return result.stats.examples_per_second, result.stats
 
@@ -92,12 +95,30 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--examples", type=int, default=1000)
     parser.add_argument("--memory", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args()
-    with_replay, stats = throughput(options.examples)
-    without, _ = throughput(options.examples, determinism_every=0)
-    print(f"explore() on a 10-step workflow, all fault kinds (swarm), {options.examples} examples:")
-    print(f"  {with_replay:.0f} examples/s with the determinism replay of every example")
-    print(f"  {without:.0f} examples/s without it (determinism_every=0)")
+    variants: dict[str, dict[str, Any]] = {
+        "defaults: determinism and fresh-process replay of every example": {},
+        "fresh_process=False (determinism replay only)": {"fresh_process": False},
+        "determinism_every=0, fresh_process=False": {
+            "determinism_every": 0,
+            "fresh_process": False,
+        },
+    }
+    figures: dict[str, list[float]] = {name: [] for name in variants}
+    stats = ExploreStats()
+    throughput(50, seed=0)  # warm up: imports, Hypothesis, the replay server
+    for round_ in range(options.rounds):
+        for name, extra in variants.items():
+            # A seed per round: the fresh-process replay reuses the verdict of a log
+            # it has judged, so a round must not repeat an earlier round's examples.
+            rate, stats = throughput(options.examples, seed=10 + round_, **extra)
+            figures[name].append(rate)
+    print(f"explore() on a 10-step workflow, all fault kinds (swarm), {options.examples} examples,")
+    print(f"{options.rounds} rounds in turns (median; all figures):")
+    for name, rates in figures.items():
+        listed = ", ".join(f"{r:.0f}" for r in rates)
+        print(f"  {statistics.median(rates):.0f} examples/s  {name}  ({listed})")
     print(f"  {stats.interleavings} distinct interleavings; faults: {dict(stats.faults)}")
     one, two = scaling(options.examples)
     print(

@@ -6,7 +6,9 @@
 * :func:`verify_replay`: the cold-replay oracle; one delivery of the real
   runtime over a finished run's log must write the same end.
 * :func:`check_determinism`: a simulated scenario run twice with one seed must
-  trace byte for byte alike.
+  trace byte for byte alike, and its finished runs must replay in a fresh process.
+* :func:`replay_in_fresh_process`: the cold-replay oracle in a replay server
+  process with another hash seed, environment, wall clock and fresh module state.
 * :class:`WorldModel`, :func:`run_world_model`, :func:`world_model_for`: a
   Hypothesis state machine that drives a World under test side by side with the
   reference :class:`~durasim.worlds.MemoryWorld` and compares every answer.
@@ -14,6 +16,19 @@
 
 from ._determinism import DeterminismVerdict, check_determinism
 from ._export import LogFileError, event_from_json, event_to_json, load_logs
+from ._fresh import (
+    CLOCK_SHIFT,
+    DEFAULT_CHILD_HASH_SEED,
+    FRESH_ENV_VAR,
+    FRESH_TZ,
+    FreshProcessUnavailable,
+    FreshReplay,
+    child_hash_seed,
+    describe_fresh_process,
+    finished_logs,
+    replay_in_fresh_process,
+    start_replay_server,
+)
 from ._invariants import Report, StoredRun, Violation, check_invariants, check_log, check_logs
 from ._model import WorldFactory, WorldModel, WorldSetup
 from ._model_run import WorldModelFailure, run_world_model, world_model_for
@@ -21,9 +36,15 @@ from ._oracle import VERDICTS, ReplayVerdict, verify_replay, verify_replay_log
 from ._rules import RULES
 
 __all__ = [
+    "CLOCK_SHIFT",
+    "DEFAULT_CHILD_HASH_SEED",
+    "FRESH_ENV_VAR",
+    "FRESH_TZ",
     "RULES",
     "VERDICTS",
     "DeterminismVerdict",
+    "FreshProcessUnavailable",
+    "FreshReplay",
     "LogFileError",
     "ReplayVerdict",
     "Report",
@@ -37,10 +58,15 @@ __all__ = [
     "check_invariants",
     "check_log",
     "check_logs",
+    "child_hash_seed",
+    "describe_fresh_process",
     "event_from_json",
     "event_to_json",
+    "finished_logs",
     "load_logs",
+    "replay_in_fresh_process",
     "run_world_model",
+    "start_replay_server",
     "verify_replay",
     "verify_replay_log",
     "world_model_for",

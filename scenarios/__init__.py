@@ -9,7 +9,7 @@
 """
 
 from ._cli import main
-from ._example import VERDICT_KINDS, ExampleReport
+from ._example import AUTHORING_ERRORS, VERDICT_KINDS, ExampleReport
 from ._explore import ExploreFailure, ExploreResult, ExploreStats, explore, explores
 from ._harness import drive
 from ._reproduce import reproduce
@@ -18,6 +18,7 @@ from ._seeds import SEED_PREFIX, ExampleConfig, SeedError
 from ._sometimes import Reachability, sometimes
 
 __all__ = [
+    "AUTHORING_ERRORS",
     "SEED_PREFIX",
     "VERDICT_KINDS",
     "ExampleConfig",

@@ -15,8 +15,25 @@ from typing import Any
 
 import attrs
 
-from durasim.checkers import check_invariants, verify_replay
-from durasim.runtime import Run
+from durasim.checkers import (
+    FreshProcessUnavailable,
+    FreshReplay,
+    check_invariants,
+    describe_fresh_process,
+    finished_logs,
+    replay_in_fresh_process,
+    verify_replay_log,
+)
+from durasim.runtime import (
+    DefinitionNotFound,
+    InvalidDefinition,
+    ManifestError,
+    RevivedError,
+    Run,
+    WorkflowCallError,
+    WorkflowSandboxError,
+    deserialize,
+)
 from durasim.sim import (
     BudgetExceeded,
     ChoiceSource,
@@ -27,13 +44,20 @@ from durasim.sim import (
     SimError,
     StuckCode,
 )
-from durasim.worlds import Event, IdSource, World
+from durasim.worlds import Event, EventType, IdSource, World
 
 from ._harness import drive
 from ._seeds import ExampleConfig
 from ._sometimes import sometimes
 
-__all__ = ["VERDICT_KINDS", "ExampleReport", "Property", "StoreFactory", "run_example"]
+__all__ = [
+    "AUTHORING_ERRORS",
+    "VERDICT_KINDS",
+    "ExampleReport",
+    "Property",
+    "StoreFactory",
+    "run_example",
+]
 
 #: ``property(outcome, log)``: falsy or raising means the example failed.
 Property = Callable[[RunOutcome, Sequence[Event]], Any]
@@ -44,11 +68,25 @@ StoreFactory = Callable[[SimClock, IdSource], World]
 VERDICT_KINDS = {
     "error": "the simulation itself failed (an exception escaped the runtime or the harness)",
     "stuck": "code never yielded: the wall-time budget interrupted it (the detail names where)",
+    "authoring": "a run failed with a sandbox or authoring error (WorkflowSandboxError, "
+    "InvalidDefinition...): the workflow breaks a rule of durasim",
     "invariants": "check_invariants found a broken log rule or a row that differs from the log",
     "replay": "verify_replay: a finished run's log does not make the runtime end it the same way",
+    "fresh-process": "the cold replay agrees in this process but not in a fresh one (another "
+    "hash seed, environment, wall clock, fresh module state)",
     "property": "the exploration's property returned falsy or raised",
     "determinism": "the recorded choices replayed to another trace",
 }
+
+#: Errors that say the workflow broke a rule of durasim, not that it failed on its own terms.
+AUTHORING_ERRORS: tuple[type[BaseException], ...] = (
+    WorkflowSandboxError,
+    InvalidDefinition,
+    DefinitionNotFound,
+    WorkflowCallError,
+    ManifestError,
+)
+_AUTHORING_NAMES = frozenset(cls.__name__ for cls in AUTHORING_ERRORS)
 
 
 @attrs.frozen(kw_only=True)
@@ -117,7 +155,8 @@ def run_example(
         determinism: replay the recorded choices and require the same trace.
         max_wall_seconds: the simulation's wall-time budget: code that never
             yields is interrupted when it runs out (verdict ``stuck``).
-        observe: called with the simulation once the run is at rest (before judging).
+        observe: called with the simulation once the run is at rest (before
+            judging); awaited if it returns an awaitable.
         judge: check invariants, replay and the property (without: only ``stuck``
             and ``error`` can fail the example).
     """
@@ -126,13 +165,14 @@ def run_example(
     sim = _make_sim(config, choices, world_factory, max_wall_seconds)
     failures: list[tuple[str, str]] = []
     outcome: RunOutcome | None = None
+    agreed: list[list[Event]] = []
 
     async def script(sim: Sim) -> RunOutcome:
         outcome = await _drive(sim, workflow, config)
-        if observe is not None:
-            observe(sim)
+        if observe is not None and inspect.isawaitable(seen := observe(sim)):
+            await seen
         if judge and outcome.idle.stuck is None:  # a stuck run is judged by that alone
-            failures.extend(await _judge(sim, outcome, property))
+            failures.extend(await _judge(sim, outcome, property, agreed))
         return outcome
 
     try:
@@ -146,6 +186,11 @@ def run_example(
     else:
         if outcome.idle.stuck is not None:
             failures.insert(0, ("stuck", _describe_stuck(outcome.idle.reason, outcome.idle.stuck)))
+    fresh: FreshReplay | None = None
+    if config.fresh_process is not None and agreed and not failures:
+        # Sent now, answered after the determinism replay: the replay server
+        # works on another core meanwhile.
+        fresh = replay_in_fresh_process(agreed, hash_seed=config.fresh_process)
     faults = tuple(sim.faults_injected)
     for kind in faults:
         sometimes(f"fault: {kind}", True)
@@ -167,6 +212,9 @@ def run_example(
             second = f"(the replay raised {_describe(exc)})"
         if again.trace_hash != trace_hash:
             failures.append(("determinism", _first_difference(trace, second)))
+    if fresh is not None:
+        failures += _fresh_failures(fresh)
+    failures.sort(key=lambda failure: _SEVERITY.get(failure[0], len(_SEVERITY)))
     status = "error"
     if outcome is not None:
         status = outcome.status.value
@@ -215,24 +263,27 @@ async def _drive(sim: Sim, workflow: Callable[..., Any], config: ExampleConfig) 
     )
 
 
-async def _judge(sim: Sim, outcome: RunOutcome, property: Property | None) -> list[tuple[str, str]]:
+_SEVERITY = {kind: rank for rank, kind in enumerate(VERDICT_KINDS)}
+
+
+async def _judge(
+    sim: Sim, outcome: RunOutcome, property: Property | None, agreed: list[list[Event]]
+) -> list[tuple[str, str]]:
+    """The example's verdicts; ``agreed`` gets the logs whose cold replay agreed here."""
     failures: list[tuple[str, str]] = []
     store = sim.store
     report = await check_invariants(store)
     if not report.ok:
         failures.append(("invariants", report.render()))
-    cursor = None
-    run_ids: list[str] = []
-    while True:
-        page = await store.runs.list(limit=1000, cursor=cursor)
-        run_ids += [r.run_id for r in page.runs if r.status.terminal]
-        cursor = page.cursor
-        if cursor is None:
-            break
-    for run_id in sorted(run_ids):
-        verdict = await verify_replay(store, run_id)
+    for events in await finished_logs(store):
+        broken = _authoring_failure(events)
+        if broken:
+            failures.append(("authoring", broken))
+        verdict = await verify_replay_log(events)
         if not verdict.ok:
             failures.append(("replay", verdict.render()))
+        elif verdict.kind == "ok":
+            agreed.append(events)
     if property is not None:
         log = tuple(await Run(run_id=outcome.run_id, world=store).events())
         try:
@@ -247,16 +298,64 @@ async def _judge(sim: Sim, outcome: RunOutcome, property: Property | None) -> li
     return failures
 
 
+def _authoring_failure(events: Sequence[Event]) -> str:
+    """Why the run's failure is a sandbox or authoring error ("" when it is not one)."""
+    end = events[-1] if events else None
+    if end is None or end.type is not EventType.RUN_FAILED:
+        end = next((e for e in events if e.type is EventType.RUN_FAILED), None)
+    if end is None or not isinstance(end.data.get("error"), bytes):
+        return ""
+    try:
+        error: BaseException | None = deserialize(end.data["error"])
+    except Exception:
+        return ""
+    while isinstance(error, BaseException):
+        name = type(error).__name__
+        if isinstance(error, RevivedError):
+            name = error.type_name.rpartition(".")[2]
+        if isinstance(error, AUTHORING_ERRORS) or name in _AUTHORING_NAMES:
+            return (
+                f"run {end.run_id} failed with {name}: {error}\n"
+                "The workflow broke a rule of durasim (its sandbox, or how workflows and steps "
+                "are defined and called), so the exploration did not explore what it would do: "
+                "fix the workflow (see the message), then explore again."
+            )
+        error = error.__cause__ or error.__context__
+    return ""
+
+
+def _fresh_failures(fresh: FreshReplay) -> list[tuple[str, str]]:
+    failures = []
+    try:
+        verdicts = fresh.verdicts()
+    except FreshProcessUnavailable:
+        raise  # not the example's fault: explore() stops and says how to fix it
+    except (RuntimeError, TimeoutError) as exc:
+        # The replaying process died or hung: in a fresh process, this run's replay
+        # does not even end (the workflow exits the process, or loops).
+        return [("fresh-process", f"the cold replay in a fresh process did not answer: {exc}")]
+    for verdict in verdicts:
+        if not verdict.ok:
+            failures.append(
+                (
+                    "fresh-process",
+                    f"{verdict.render()}\n"
+                    "The same log replays to the same end in this process, but not in a fresh "
+                    f"one ({describe_fresh_process(fresh.hash_seed)}): the workflow depends on "
+                    "something tied to the process, such as the iteration order of a set (the "
+                    "hash seed), os.environ, the wall clock (datetime.now()) or a module "
+                    "global that an earlier run filled (a memo, a counter).  In production "
+                    "this fails the run with CORRUPTED_EVENT_LOG after a worker restart.",
+                )
+            )
+    return failures
+
+
 def _describe(exc: BaseException) -> str:
     lines = traceback.format_exception_only(type(exc), exc)
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     return "".join(lines).strip() + where
-
-
-def _describe_stuck(reason: str | None, stuck: StuckCode) -> str:
-    stack = "".join(f"\n  in {frame}" for frame in stuck.stack)
-    return f"{reason or stuck}{stack}"
 
 
 def _first_difference(first: str, second: str) -> str:
@@ -278,3 +377,8 @@ def _rejections(trace: str) -> list[str]:
             match = _REJECTED.match(line)
             found.append(match.group(1) if match else "?")
     return found
+
+
+def _describe_stuck(reason: str | None, stuck: StuckCode) -> str:
+    stack = "".join(f"\n  in {frame}" for frame in stuck.stack)
+    return f"{reason or stuck}{stack}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -27,7 +28,15 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
+from durasim.checkers import (
+    FreshProcessUnavailable,
+    child_hash_seed,
+    finished_logs,
+    replay_in_fresh_process,
+    start_replay_server,
+)
 from durasim.sim import FAULT_KINDS, FifoChoices, Sim
+from durasim.worlds import Event
 
 from ._example import ExampleReport, Property, StoreFactory, run_example
 from ._schedulers import PCTScheduler, RandomScheduler, RecordingSource, Scheduling
@@ -192,25 +201,40 @@ def _resolve_scheduler(scheduler: str | Scheduling) -> Scheduling:
     return scheduler
 
 
-def _probe(
+def probe(
     workflow: Callable[..., Any],
     config: ExampleConfig,
     world_factory: StoreFactory | None,
     setup: Callable[[], Any] | None,
     max_wall_seconds: float,
-) -> tuple[int, int, ExampleReport]:
-    """One plain run (FIFO, no faults): its interception points, schedule choices, report.
+) -> tuple[int, int, ExampleReport, list[list[Event]]]:
+    """One plain run (FIFO, no faults): its interception points, schedule choices,
+    report and finished logs.
 
     The report is the exploration's failure when the plain run is stuck (code
     that never yields): every example would be, each costing a wall budget.
+    The probe runs the workflow in this process before any example: whatever it
+    leaves in module globals, the examples see (``setup`` runs before it and
+    before each example to reset such state; the fresh-process replay sees none
+    of it either way).
     """
+    config = attrs.evolve(
+        config,
+        choices=(),
+        faults=(),
+        hook_points=tuple(0 for _ in config.hooks),
+        cancel_at=0,
+        fresh_process=None,
+    )
     points = [0]
     steps = [0]
+    logs: list[list[Event]] = []
 
-    def count(sim: Sim) -> None:
+    async def count(sim: Sim) -> None:
         for handle in (sim.orchestrator(), sim.any_step()):
             points.extend(p.ordinal for p in handle.history())
         steps[0] = len(sim.choices_made)
+        logs.extend(await finished_logs(sim.store))
 
     report = run_example(
         config,
@@ -223,7 +247,20 @@ def _probe(
         observe=count,
         judge=False,  # the examples judge; this run only measures (and may be stuck)
     )
-    return max(points), steps[0], report
+    return max(points), steps[0], report, logs
+
+
+def _check_fresh_process(workflow: Callable[..., Any], hash_seed: int) -> None:
+    """Fail at once, naming the fix, when the replay server will not be able to import it."""
+    qualname = str(getattr(workflow, "__qualname__", ""))
+    if "<locals>" in qualname:
+        raise FreshProcessUnavailable(
+            f"explore({qualname}): the workflow is defined inside a function, so the "
+            "fresh-process replay (on by default) cannot import it in another process: "
+            "move it to module level of a module, or pass fresh_process=False",
+            workflow=qualname,
+        )
+    start_replay_server(hash_seed)
 
 
 def explore(
@@ -250,6 +287,7 @@ def explore(
     max_wall_seconds: float = 60.0,
     max_draws: int = 2000,
     batch_examples: int = 1000,
+    fresh_process: bool = True,
 ) -> ExploreResult:
     """Search schedules and faults of ``workflow(*args)``; shrink and report the first failure.
 
@@ -276,13 +314,20 @@ def explore(
             interception point (or once the run waits for it).
         cancel: an example may (one in four) cancel the run at a drawn point.
         require: ``sometimes()`` names that must hold in at least one example.
-        setup: called before each example (reset counters a property reads).
+        setup: called before the probe run, before each example and before its
+            determinism replay: reset the module state the workflow or the property
+            keeps (counters, memos), so no example sees what an earlier one left.
         determinism_every: replay every n-th example's recorded choices and
             require the same trace (1: every example; 0: never).
         shrink: shrink the first failure (default) or report it as found.
         progress: called with the stats every ``progress_every`` examples and at the end.
         progress_every: see ``progress``.
         max_wall_seconds: wall-time budget of one example's simulation.
+        fresh_process: replay every example's finished runs with the cold-replay
+            oracle in a fresh process too (another ``PYTHONHASHSEED``, environment,
+            ``TZ`` and wall clock, freshly imported modules), where a workflow
+            that reads a set's order, ``os.environ``, ``datetime.now()`` or module
+            state is caught; the workflow must be importable by module name.
         max_draws: draws per example; later choices answer 0 (FIFO, no fault).
         batch_examples: examples per Hypothesis run (memory stays flat across runs).
 
@@ -309,7 +354,22 @@ def explore(
         setup=refs["setup"],
         world=refs["world"],
     )
-    points, steps, probed = _probe(workflow, plain, world_factory, setup, max_wall_seconds)
+    fresh_seed = child_hash_seed() if fresh_process else None
+    if fresh_seed is not None:
+        _check_fresh_process(workflow, fresh_seed)
+    points, steps, probed, probe_logs = probe(
+        workflow, plain, world_factory, setup, max_wall_seconds
+    )
+    if fresh_seed is not None:
+        # Raises FreshProcessUnavailable before any example when a module cannot be
+        # imported there; anything else it finds is the examples' to report (with a seed).
+        try:
+            replay_in_fresh_process(probe_logs, hash_seed=fresh_seed).verdicts()
+        except FreshProcessUnavailable:
+            raise
+        except (RuntimeError, TimeoutError):
+            pass  # the replaying process died or hung: the examples say so
+    own_hash_seed = os.environ.get("PYTHONHASHSEED", "")
     stats = ExploreStats()
     reach = Reachability()
     found: list[ExampleReport] = []
@@ -351,6 +411,8 @@ def explore(
             hooks=hook_pairs,
             hook_points=hook_points,
             cancel_at=cancel_at,
+            fresh_process=fresh_seed,
+            hash_seed=own_hash_seed if own_hash_seed.isdigit() else "",
             property=refs["property"],
             setup=refs["setup"],
             world=refs["world"],

@@ -1,15 +1,25 @@
-"""Replay a seed: the exact execution ``explore()`` found, its verdicts and its trace."""
+"""Replay a seed: the exact execution ``explore()`` found, its verdicts and its trace.
+
+A seed explored with the fresh-process replay on is judged with it again,
+under the same hash seed there; the command line also reruns itself under the
+exploring process's ``PYTHONHASHSEED`` (recorded when it was a number), so a
+set iterates in the same order here as it did there.
+"""
 
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from durasim.checkers import describe_fresh_process
 from durasim.sim import SequenceChoices
 
 from ._example import ExampleReport, run_example
+from ._explore import probe
 from ._seeds import ExampleConfig, SeedError, resolve_ref
 
 __all__ = ["cmd_reproduce", "reproduce"]
@@ -45,6 +55,11 @@ def reproduce(
     prop: Any = resolve_ref(config.property) if config.property else None
     setup: Any = resolve_ref(config.setup) if config.setup else None
     world: Any = resolve_ref(config.world) if config.world else None
+    if config.fresh_process is not None:
+        # explore() ran the workflow once (its probe) before any example, in the
+        # process whose module state the fresh-process replay is compared with:
+        # so does this process, or a memo the probe filled would be empty here.
+        probe(workflow, config, world, setup, max_wall_seconds)
     return run_example(
         config,
         workflow,
@@ -62,6 +77,20 @@ def cmd_reproduce(seed: str, *, imports: Sequence[str], trace: bool) -> int:
     if "" not in sys.path:
         sys.path.insert(0, "")  # the workflow's module, from where the command runs
     try:
+        wanted = ExampleConfig.from_seed(seed).hash_seed
+    except SeedError as exc:
+        print(f"durasim reproduce: {exc}", file=sys.stderr)
+        return 2
+    if wanted and os.environ.get("PYTHONHASHSEED") != wanted:
+        # The hash seed is fixed when the interpreter starts: rerun under the
+        # exploring process's, so sets of strings iterate as they did there.
+        argv = ["reproduce", seed, *(x for m in imports for x in ("--import", m))]
+        command = [sys.executable, "-m", "durasim.scenarios", *argv]
+        if not trace:
+            command.append("--no-trace")
+        hashed = {**os.environ, "PYTHONHASHSEED": wanted}
+        return subprocess.call(command, env=hashed)  # noqa: S603 -- this interpreter, our CLI
+    try:
         report = reproduce(seed, imports=imports)
     except SeedError as exc:
         print(f"durasim reproduce: {exc}", file=sys.stderr)
@@ -72,6 +101,8 @@ def cmd_reproduce(seed: str, *, imports: Sequence[str], trace: bool) -> int:
         f"faults enabled: {', '.join(config.faults) or 'none'}; injected: "
         f"{', '.join(report.faults) or 'none'}; choices: {len(config.choices)}"
     )
+    if config.fresh_process is not None:
+        print(f"fresh-process replay: {describe_fresh_process(config.fresh_process)}")
     print(f"verdict: {report.verdict}")
     if not report.ok:
         print(report.render_verdict())

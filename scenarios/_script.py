@@ -85,6 +85,32 @@ def render_script(config: ExampleConfig, *, verdict: str, seed: str, workflow_la
             "log = (await sim.snapshot()).events[outcome.run_id]",
             f"assert {prop}(outcome, log)",
         ]
+    if "authoring" in checks:
+        body.append('assert outcome.status.value != "failed", outcome.error')
+    after: list[str] = []
+    probe: list[str] = []
+    if "fresh-process" in checks:
+        imports.add("from durasim.checkers import finished_logs, replay_in_fresh_process")
+        imports.add("from durasim.sim import FifoChoices")
+        probe_args = [a for a in sim_args if not a.startswith("choices=")]
+        probe_call = [*call[: 1 + len(config.args)]]
+        if config.hooks:
+            probe_call.append(f"hooks={list(config.hooks)!r}")
+        probe = [
+            "# explore() ran the workflow once (FIFO, no fault) before its examples; so",
+            "# does this test, leaving the same module state behind.",
+            "Sim(",
+            *(f"    {a}" for a in probe_args),
+            "    choices=FifoChoices(),",
+            f").run_sync(lambda sim: drive(sim, {', '.join(probe_call)}))",
+            "logs: list = []",
+        ]
+        body.append("logs.extend(await finished_logs(sim.store))")
+        after = [
+            f"fresh = replay_in_fresh_process(logs, hash_seed={config.fresh_process})",
+            "verdicts = fresh.verdicts()",
+            "assert all(v.ok for v in verdicts), [v.render() for v in verdicts]",
+        ]
     if "determinism" in checks or not checks - {"determinism", "error"}:
         body.append("print(sim.trace_text)")
     setup = ""
@@ -105,11 +131,12 @@ def render_script(config: ExampleConfig, *, verdict: str, seed: str, workflow_la
     ]
     if setup:
         out.append(f"    {setup}()  # the exploration's per-example set-up")
+    out += [f"    {p}" for p in probe]
     out.append("    sim = Sim(")
     out += [f"        {a}" for a in sim_args]
     out += ["    )", "", "    async def scenario(sim: Sim) -> None:"]
     out += [f"        {b}" for b in body]
-    out += ["", "    sim.run_sync(scenario)", ""]
+    out += ["", "    sim.run_sync(scenario)", *(f"    {a}" for a in after), ""]
     return "\n".join(out)
 
 

@@ -7,7 +7,9 @@ importable) live as ``module:qualname``, the arguments (durasim-serialized),
 the fault configuration the example drew (enabled kinds, odds, maximum,
 lease), the external actions (hook payloads and the interception point at
 which each is sent, the point of a cancel), and the scheduler's answers in
-the order it asked (trailing zeros dropped: an exhausted sequence answers 0).
+the order it asked (trailing zeros dropped: an exhausted sequence answers 0),
+and, when the fresh-process replay judged it, that process's hash seed and the
+exploring process's own ``PYTHONHASHSEED``.
 It encodes the choices themselves, not a Hypothesis database entry, so it
 survives Hypothesis upgrades and needs no database.
 """
@@ -53,6 +55,10 @@ class ExampleConfig:
         property: ``module:qualname`` of the property, or "".
         setup: ``module:qualname`` of the per-example set-up, or "".
         world: ``module:qualname`` of the World factory, or "" (the in-memory World).
+        fresh_process: the ``PYTHONHASHSEED`` of the fresh-process replay that
+            judged the example, or ``None`` when that check was off.
+        hash_seed: the exploring process's ``PYTHONHASHSEED`` ("" when unset or
+            ``random``): ``durasim reproduce`` runs under it, so sets iterate alike.
     """
 
     workflow: str
@@ -68,6 +74,8 @@ class ExampleConfig:
     property: str = ""
     setup: str = ""
     world: str = ""
+    fresh_process: int | None = None
+    hash_seed: str = ""
 
     def to_seed(self) -> str:
         """The seed string of this example."""
@@ -91,6 +99,10 @@ class ExampleConfig:
         for key, value in (("prop", self.property), ("setup", self.setup), ("world", self.world)):
             if value:
                 doc[key] = value
+        if self.fresh_process is not None:
+            doc["fresh"] = self.fresh_process
+        if self.hash_seed:
+            doc["phs"] = self.hash_seed
         raw = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
         packed = base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
         return SEED_PREFIX + packed
@@ -123,6 +135,8 @@ class ExampleConfig:
                 property=doc.get("prop", ""),
                 setup=doc.get("setup", ""),
                 world=doc.get("world", ""),
+                fresh_process=int(doc["fresh"]) if "fresh" in doc else None,
+                hash_seed=str(doc.get("phs", "")),
             )
         except (ValueError, KeyError, TypeError, zlib.error) as exc:
             raise SeedError(f"the seed is damaged ({exc}): copy the whole line again") from exc
