@@ -176,7 +176,7 @@ def refuse(event: str, args: tuple[Any, ...] = ()) -> None:
         if event.partition(".")[0] not in _REFUSED_FAMILIES:
             return
         why = f"{event} reaches outside the process; {_STEP}"
-    if event in ("open", "os.stat") and _reads_source(args):
+    if event in ("open", "os.stat") and _reads_source(args) and _source_reader_calls():
         return
     if _importing():
         return
@@ -194,6 +194,20 @@ def _reads_source(args: tuple[Any, ...]) -> bool:
         return False
     name = path.decode(errors="replace") if isinstance(path, bytes) else path
     return name.endswith(_SOURCE_SUFFIXES) or name.endswith("/")
+
+
+#: Modules that read source files for tracebacks and introspection: their reads
+#: of a ``.py`` file inside workflow code are the runtime's business, not a
+#: dependence of the workflow on a file (``os.stat(__file__)`` in workflow code is).
+_SOURCE_READERS = frozenset({"linecache", "tokenize", "traceback", "inspect", "dis"})
+
+
+def _source_reader_calls() -> bool:
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    name = str(frame.f_globals.get("__name__", "")) if frame is not None else ""
+    return name in _SOURCE_READERS
 
 
 def _importing() -> bool:
