@@ -260,6 +260,7 @@ async def _drive(sim: Sim, workflow: Callable[..., Any], config: ExampleConfig) 
         hooks=config.hooks,
         hook_points=config.hook_points,
         cancel_at=config.cancel_at,
+        wake_up_at=config.wake_up_at,
     )
 
 

@@ -224,6 +224,7 @@ def probe(
         faults=(),
         hook_points=tuple(0 for _ in config.hooks),
         cancel_at=0,
+        wake_up_at=(),
         fresh_process=None,
     )
     points = [0]
@@ -278,6 +279,7 @@ def explore(
     lease_seconds: float = 30.0,
     hooks: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
     cancel: bool = False,
+    wake_up: bool = False,
     require: Sequence[str] = (),
     setup: Callable[[], Any] | None = None,
     determinism_every: int = 1,
@@ -313,6 +315,9 @@ def explore(
         hooks: ``{token: payload}``: each example sends each payload at a drawn
             interception point (or once the run waits for it).
         cancel: an example may (one in four) cancel the run at a drawn point.
+        wake_up: an example may (one in two) call ``Run.wake_up()`` at one or two
+            drawn points, completing the run's open sleeps early while deliveries
+            may be completing them too.
         require: ``sometimes()`` names that must hold in at least one example.
         setup: called before the probe run, before each example and before its
             determinism replay: reset the module state the workflow or the property
@@ -396,6 +401,9 @@ def explore(
         enabled = tuple(k for k in faults if conjecture.draw_boolean()) if swarm else faults
         hook_points = tuple(draw(points + 1) for _ in hook_pairs)
         cancel_at = 1 + draw(points) if cancel and conjecture.draw_boolean(0.25) else 0
+        wake_up_at: tuple[int, ...] = ()
+        if wake_up and conjecture.draw_boolean(0.5):
+            wake_up_at = tuple(sorted(1 + draw(points) for _ in range(1 + draw(2))))
         plan: dict[int, str] = {}
         while enabled and len(plan) < max_faults and conjecture.draw_boolean(0.5):
             at = 1 + draw(max(1, points))
@@ -411,6 +419,7 @@ def explore(
             hooks=hook_pairs,
             hook_points=hook_points,
             cancel_at=cancel_at,
+            wake_up_at=wake_up_at,
             fresh_process=fresh_seed,
             hash_seed=own_hash_seed if own_hash_seed.isdigit() else "",
             property=refs["property"],

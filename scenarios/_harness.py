@@ -3,8 +3,9 @@
 :func:`drive` is what every example runs, and what a printed regression script
 calls: it starts the workflow as an external writer, sends each hook payload
 at its interception point (or, for point 0, once the run waits for it),
-cancels the run at its point if asked, and drives the simulation until
-nothing can run.
+cancels the run at its point if asked, wakes its sleeps early at its points
+(``Run.wake_up()``, racing whatever delivery is completing them), and drives
+the simulation until nothing can run.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ async def drive(
     hooks: Sequence[tuple[str, Any]] = (),
     hook_points: Sequence[int] = (),
     cancel_at: int = 0,
+    wake_up_at: Sequence[int] = (),
 ) -> RunOutcome:
     """Run ``workflow(*args)`` in ``sim`` with external actions at chosen points.
 
@@ -41,12 +43,14 @@ async def drive(
             once the run waits for it.  A hook not created yet when its point
             comes is sent once the run waits for it.
         cancel_at: cancel the run at this interception point (0: never).
+        wake_up_at: call ``Run.wake_up()`` (complete every open sleep now) at
+            each of these interception points.
 
     Returns:
         The run's outcome once nothing can run any more.
     """
     run = await sim.start(workflow, *args)
-    timed: list[tuple[int, int, str, Any]] = []
+    timed: list[tuple[int, int, str, Any]] = []  # (point, order, token or action, payload)
     late: list[tuple[str, Any]] = []
     for index, (token, payload) in enumerate(hooks):
         point = hook_points[index] if index < len(hook_points) else 0
@@ -55,12 +59,15 @@ async def drive(
         else:
             late.append((token, payload))
     if cancel_at > 0:
-        timed.append((cancel_at, len(hooks), "", None))
+        timed.append((cancel_at, len(hooks), _CANCEL, None))
+    timed += [(point, len(hooks) + 1 + i, _WAKE_UP, None) for i, point in enumerate(wake_up_at)]
     for point, _, token, payload in sorted(timed, key=lambda t: (t[0], t[1])):
         with contextlib.suppress(HoldNeverReached):  # all came to rest before it: act now
             await sim.until(Match(phase=None, where=_from(point)))
-        if not token:
+        if token is _CANCEL:
             sometimes("explore: cancel sent", await _cancel(sim, run.run_id))
+        elif token is _WAKE_UP:
+            sometimes("explore: sleep woken early", await sim.wake_up(run.run_id) > 0)
         elif not await _send(sim, token, payload):
             late.append((token, payload))
     idle = await sim.run_until_idle()
@@ -71,6 +78,11 @@ async def drive(
         late = [hook for hook in late if hook not in sent]
         idle = await sim.run_until_idle()
     return await sim.outcome(run.run_id, idle=idle)
+
+
+#: Actions at a point that are not hook payloads (compared by identity).
+_CANCEL = "\x00cancel"
+_WAKE_UP = "\x00wake_up"
 
 
 def _from(point: int) -> Callable[[Point], bool]:

@@ -63,6 +63,8 @@ def render_script(config: ExampleConfig, *, verdict: str, seed: str, workflow_la
         call.append(f"hook_points={list(config.hook_points)!r}")
     if config.cancel_at:
         call.append(f"cancel_at={config.cancel_at}")
+    if config.wake_up_at:
+        call.append(f"wake_up_at={list(config.wake_up_at)!r}")
     body = [f"outcome = await drive(sim, {', '.join(call)})"]
     if "stuck" in checks:
         body.append("assert outcome.idle.stuck is None, outcome.idle.reason")

@@ -51,6 +51,8 @@ class ExampleConfig:
         hook_points: per hook, the interception point (ordinal) at which it is
             sent; 0 means "once the run waits for it".
         cancel_at: the interception point at which the run is cancelled (0: never).
+        wake_up_at: interception points at which ``Run.wake_up()`` completes the
+            run's open sleeps early (an operator racing the deliveries).
         choices: the scheduler's answers, in order.
         property: ``module:qualname`` of the property, or "".
         setup: ``module:qualname`` of the per-example set-up, or "".
@@ -70,6 +72,7 @@ class ExampleConfig:
     hooks: tuple[tuple[str, Any], ...] = ()
     hook_points: tuple[int, ...] = ()
     cancel_at: int = 0
+    wake_up_at: tuple[int, ...] = ()
     choices: tuple[int, ...] = ()
     property: str = ""
     setup: str = ""
@@ -96,6 +99,8 @@ class ExampleConfig:
             doc["hook_points"] = list(self.hook_points)
         if self.cancel_at:
             doc["cancel"] = self.cancel_at
+        if self.wake_up_at:
+            doc["wake"] = list(self.wake_up_at)
         for key, value in (("prop", self.property), ("setup", self.setup), ("world", self.world)):
             if value:
                 doc[key] = value
@@ -131,6 +136,7 @@ class ExampleConfig:
                 hooks=tuple((str(t), p) for t, p in hooks),
                 hook_points=tuple(int(p) for p in doc.get("hook_points", ())),
                 cancel_at=int(doc.get("cancel", 0)),
+                wake_up_at=tuple(int(p) for p in doc.get("wake", ())),
                 choices=tuple(int(c) for c in doc["choices"]),
                 property=doc.get("prop", ""),
                 setup=doc.get("setup", ""),

@@ -6,6 +6,7 @@ Module level on purpose: seeds name them by ``module:qualname`` and
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -140,3 +141,14 @@ def spins_on_a_retry(n: int) -> int:
 async def stuck_after_a_fault() -> int:
     """Fine on the plain path; a step that runs again (a crash, a retry) never yields."""
     return await spins_on_a_retry(1)
+
+
+@workflow(module="exploreflows")
+async def naps(n: int) -> list[int]:
+    """Steps between long sleeps, one sleep racing a step: wake_up() may end any sleep early."""
+    done = []
+    for i in range(n):
+        await asyncio.sleep(86_400)
+        done.append(await add(i, 1))
+    first, _ = await asyncio.gather(add(n, 1), asyncio.sleep(3_600))
+    return [*done, first]

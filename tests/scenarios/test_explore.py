@@ -322,3 +322,18 @@ def test_code_that_never_yields_after_a_fault_is_found_without_shrinking() -> No
     assert "crash" in failure.faults
     assert result.stats.verdicts["stuck"] == 1  # found once, not shrunk
     assert reproduce(failure.seed, max_wall_seconds=0.5).verdict == "stuck"
+
+
+def test_wake_ups_racing_the_deliveries_that_complete_the_same_sleeps_stay_green() -> None:
+    # Run.wake_up() completes a sleep out of band while a delivery completes it
+    # too (it once made that delivery replay the same stale log forever).
+    result = explore(
+        flows.naps,
+        2,
+        wake_up=True,
+        max_examples=40,
+        seed=3,
+        require=["explore: sleep woken early"],
+    )
+    assert result.ok, result.render()
+    assert result.stats.verdicts == {"ok": 40}
