@@ -43,7 +43,7 @@ from durasim.runtime import DefinitionNotFound, find_workflow
 from durasim.worlds import DurasimError, Event, EventType, World
 
 from ._export import event_to_json
-from ._oracle import ReplayVerdict
+from ._oracle import ReplayVerdict, read_log
 
 __all__ = [
     "CLOCK_SHIFT",
@@ -236,16 +236,7 @@ async def finished_logs(world: World) -> list[list[Event]]:
         cursor = page.cursor
         if cursor is None:
             break
-    logs = []
-    for run_id in sorted(run_ids):
-        events: list[Event] = []
-        page_ = await world.events.list(run_id, limit=10_000)
-        events.extend(page_.events)
-        while page_.has_more:
-            page_ = await world.events.list(run_id, after_seq=events[-1].seq, limit=10_000)
-            events.extend(page_.events)
-        logs.append(events)
-    return logs
+    return [await read_log(world, run_id) for run_id in sorted(run_ids)]
 
 
 def _modules(logs: Iterable[Sequence[Event]]) -> tuple[list[str], str | None]:

@@ -205,13 +205,18 @@ async def verify_replay(
     world: World, run_id: str, *, limits: Limits | None = None
 ) -> ReplayVerdict:
     """Judge one run of ``world`` (read through its public API)."""
+    return await verify_replay_log(await read_log(world, run_id), limits=limits)
+
+
+async def read_log(world: World, run_id: str) -> list[Event]:
+    """A run's whole log, page by page, through the World's public API."""
     events: list[Event] = []
     page = await world.events.list(run_id, limit=10_000)
     events.extend(page.events)
     while page.has_more:
         page = await world.events.list(run_id, after_seq=events[-1].seq, limit=10_000)
         events.extend(page.events)
-    return await verify_replay_log(events, limits=limits)
+    return events
 
 
 async def verify_replay_log(

@@ -44,14 +44,8 @@ async def run_to_end(
     raise AssertionError(f"run {run.run_id} did not end in {max_rounds} rounds")
 
 
-def check_cold_replay(events: list[Event]) -> None:
-    """Replay a finished log (all but its terminal event) and compare the outcome."""
-    terminal = next(e for e in events if e.type in _TERMINAL)
-    if terminal.type is EventType.RUN_CANCELLED or terminal.data.get("error_code") not in (
-        None,
-        "USER_ERROR",
-    ):
-        return  # not the workflow's own outcome: nothing to reproduce
+def replay_cold(events: list[Event]) -> Replay:
+    """A fresh replay fed the log up to (not including) its terminal event."""
     created = events[0]
     started = next(e for e in events if e.type is EventType.RUN_STARTED)
     replay = Replay(
@@ -63,10 +57,22 @@ def check_cold_replay(events: list[Event]) -> None:
     replay.preload(events)
     replay.begin()
     for event in events:
-        if event.seq == terminal.seq:
+        if event.type in _TERMINAL:
             break
         replay.deliver(event)
-    assert replay.done, f"cold replay of {created.run_id} is still waiting at the end of its log"
+    return replay
+
+
+def check_cold_replay(events: list[Event]) -> None:
+    """Replay a finished log (all but its terminal event) and compare the outcome."""
+    terminal = next(e for e in events if e.type in _TERMINAL)
+    if terminal.type is EventType.RUN_CANCELLED or terminal.data.get("error_code") not in (
+        None,
+        "USER_ERROR",
+    ):
+        return  # not the workflow's own outcome: nothing to reproduce
+    replay = replay_cold(events)
+    assert replay.done, f"cold replay of {terminal.run_id} is still waiting at the end of its log"
     ok, value = replay.outcome()
     if terminal.type is EventType.RUN_COMPLETED:
         assert ok, f"cold replay raised {value!r} where the run completed"

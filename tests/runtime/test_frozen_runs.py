@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 import pytest
-from _drive import check_cold_replay, run_to_end
+from _drive import check_cold_replay, replay_cold, run_to_end
 
 from durasim.checkers import verify_replay_log
 from durasim.runtime import (
@@ -23,7 +23,6 @@ from durasim.runtime import (
     RetryableError,
     RunPayloads,
     Worker,
-    find_workflow,
     serializable,
     serialize,
     start,
@@ -144,20 +143,7 @@ def step_inputs(events: list[Event]) -> dict[str, bytes]:
 
 def recomputed_inputs(events: list[Event]) -> dict[str, bytes]:
     """The step inputs a cold replay of the finished log computes."""
-    created, started = events[0], next(e for e in events if e.type is T.RUN_STARTED)
-    replay = Replay(
-        find_workflow(created.data["workflow_name"]),
-        run_id=created.run_id,
-        input=created.data["input"],
-        started_at=started.created_at,
-    )
-    replay.preload(events)
-    replay.begin()
-    for event in events:
-        if event.type in (T.RUN_COMPLETED, T.RUN_FAILED):
-            break
-        replay.deliver(event)
-    return {cid: state.computed for cid, state in replay.steps.items()}
+    return {cid: state.computed for cid, state in replay_cold(events).steps.items()}
 
 
 def check_inputs_decode_from_the_log(events: list[Event], turns: int) -> None:
