@@ -506,8 +506,16 @@ class Replay:
         try:
             # Either side may refer to frozen values earlier in the log (indexes nothing).
             old, new = self.payloads.decode(recorded), self.payloads.decode_computed(now)
-        except SerializationError:
-            return  # not decodable here (a class this process lacks): the bytes cannot judge
+        except SerializationError as exc:
+            # Different bytes that cannot be compared as values here (a class this
+            # process lacks): no evidence they mean the same, so they differ.
+            raise self._differs(
+                event,
+                what,
+                f"the bytes differ ({len(recorded)} recorded, {len(now)} now) and cannot be "
+                f"decoded here to compare their values ({exc})",
+                fix,
+            ) from exc
         if isinstance(old, dict) and isinstance(new, dict) and "args" in old:
             # A step input: name the argument (args[0], kwargs['amount']).
             parts = ("args", "kwargs", "closure")
