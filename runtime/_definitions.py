@@ -140,6 +140,11 @@ def one_id(ident: str, fn: Callable[..., Any]) -> str:
     first, first_module = _PLACES.setdefault(place, (ident, module))
     if first == ident or first_module == module:
         return ident  # the same id, or one module's own choice (two name=s for one function)
+    if first_module == f"durasim.{module}":
+        # durasim's own folders, imported again by top-level name (a test runner that
+        # puts the checkout or site-packages/durasim on sys.path): nothing to fix.
+        log.debug("%s imported again as %r; keeps %r", fn.__qualname__, module, first)
+        return first
     log.warning(
         "%s (%s) was imported again as module %r (first as %r): it keeps its id %r, not %r; "
         "import it under one name (or pin the id with module='...')",

@@ -14,9 +14,11 @@ import pytest
 
 from durasim.checkers import run_world_model
 
-from .._layers import RUNTIME_NEEDS
-from .._target import AnyFactory, setup_factory, store_factory
-from ..examples import EXAMPLES
+# Absolute: pytest may import this file as ``scenarios.conformance.suite.test_layers``
+# (its rootdir logic), and the example workflows must keep their one module name.
+from durasim.scenarios.conformance._layers import RUNTIME_NEEDS
+from durasim.scenarios.conformance._target import AnyFactory, setup_factory, store_factory
+from durasim.scenarios.conformance.examples import EXAMPLES
 
 try:
     from durasim.scenarios.book import BOOK
