@@ -12,8 +12,8 @@ errors, as in every other World.
 Step writes usually skip the read: a process remembers each run as it last
 wrote it (:class:`KnownRuns`) and sends a write it can decide from that memory
 as one autocommit statement that writes only if the run's counters are still
-the remembered ones (:func:`_fast_write`); otherwise the write is decided
-again under the row lock.
+the remembered ones (:func:`._postgres_events._fast_write`); otherwise the
+write is decided again under the row lock.
 
 Constraints back the guards where runs meet: a partial unique index keeps one
 active hook per token across all runs (a writer that loses that race retries
@@ -30,6 +30,11 @@ The World binds to the event loop it is first used on (a pool cannot move
 between loops).  Used from a later loop after the first one ended (tests call
 ``asyncio.run`` several times), it drops the old pool's connections and opens a
 new pool.  Never use one World from two running loops at once.
+
+This module owns the World: its options, pool, connections and transactions.
+The guards' views are :mod:`._postgres_views`, the events facet and its write
+paths :mod:`._postgres_events`, the read facets :mod:`._postgres_facets`, the
+queue and streams :mod:`._postgres_queue`, the schema :mod:`._postgres_schema`.
 """
 
 from __future__ import annotations

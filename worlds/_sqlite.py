@@ -15,6 +15,10 @@ last commits may be lost with the machine.
 The facet methods are ``async`` but do their I/O inline (SQLite commits take
 microseconds to a fraction of a millisecond); a call that waits for another
 process's write lock blocks the event loop for at most ``busy_timeout``.
+
+This module owns the World: its connection, transactions and stored rows.  The
+guards' view is :mod:`._sqlite_view`, the facets :mod:`._sqlite_facets`, the
+queue and streams :mod:`._sqlite_queue`.
 """
 
 from __future__ import annotations
