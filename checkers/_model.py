@@ -14,7 +14,8 @@ concurrently, and the reference replays the same calls one at a time in the
 order the subject committed them; any answer the reference would not give is a
 bug (two in-band writers holding one count both accepted, a lost refusal ...).
 
-:mod:`._model_run` runs it against a factory, with or without pytest.
+:mod:`._model_run` runs it against a factory, with or without pytest; the queue
+and stream rules are in :mod:`._model_queue`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from durasim.worlds import (
 
 from . import _model_ops as ops
 from ._invariants import check_invariants
+from ._model_queue import _QueueRules
 
 __all__ = ["WorldFactory", "WorldModel", "WorldSetup"]
 
@@ -100,7 +102,7 @@ def _create(
     return create
 
 
-class WorldModel(RuleBasedStateMachine):
+class WorldModel(_QueueRules, RuleBasedStateMachine):
     """Drive a World under test and the reference MemoryWorld with the same operations.
 
     Subclass it and define :meth:`make_world`, or let :func:`world_model_for` or
@@ -520,148 +522,6 @@ class WorldModel(RuleBasedStateMachine):
             if page is None or page.cursor is None:
                 return
             cursor = page.cursor
-
-    # -- the queue -----------------------------------------------------------------------
-
-    @precondition(lambda self: self.caps.queue)
-    @rule(
-        queue=st.sampled_from(ops.QUEUES),
-        payload=ops.blobs,
-        run_id=st.sampled_from([None, "ra", "rb"]),
-        orchestrator=st.booleans(),
-        key=st.sampled_from([None, None, "k1", "k2"]),
-        delay=st.sampled_from([0, 0, 5]),
-    )
-    def enqueue(
-        self,
-        *,
-        queue: str,
-        payload: bytes,
-        run_id: str | None,
-        orchestrator: bool,
-        key: str | None,
-        delay: float,
-    ) -> None:
-        """Enqueue (idempotency keys, delays, orchestrator messages)."""
-        self.both(
-            lambda w: w.queue.enqueue(
-                queue,
-                payload,
-                run_id=run_id,
-                orchestrator=orchestrator and run_id is not None,
-                idempotency_key=key,
-                delay=delay,
-            ),
-            "queue.enqueue",
-        )
-
-    @precondition(lambda self: self.caps.queue)
-    @rule(prefix=st.sampled_from(["", "flow/", "step/"]), lease=st.sampled_from([5, 30]))
-    def claim(self, prefix: str, lease: float) -> None:
-        """Claim the next due message."""
-        delivery = self.both(
-            lambda w: w.queue.claim(queue_prefix=prefix, lease_seconds=lease), "queue.claim"
-        )
-        if delivery is not None:
-            self.deliveries.append(delivery)
-
-    @precondition(lambda self: self.caps.queue)
-    @rule(
-        queue=st.sampled_from(ops.QUEUES),
-        run_id=st.sampled_from([None, "ra", "rb"]),
-        key=st.sampled_from([None, "k1", "k2"]),
-        then=st.sampled_from(["ack", "release", "release5", "expire", "keep"]),
-    )
-    def drive_queue(self, queue: str, run_id: str | None, key: str | None, then: str) -> None:
-        """Enqueue, claim what is due, then settle it (or let its lease run out)."""
-        self.both(
-            lambda w: w.queue.enqueue(
-                queue, b"m", run_id=run_id, orchestrator=run_id is not None, idempotency_key=key
-            ),
-            "queue.enqueue",
-        )
-        delivery = self.both(lambda w: w.queue.claim(lease_seconds=5), "queue.claim")
-        if delivery is None:
-            return
-        self.deliveries.append(delivery)
-        if then == "ack":
-            self.both(lambda w: w.queue.ack(delivery), "queue.ack")
-        elif then.startswith("release"):
-            delay = 5 if then == "release5" else 0
-            self.both(lambda w: w.queue.release(delivery, delay=delay), "queue.release")
-        elif then == "expire":
-            self.clock.advance(5)
-
-    @precondition(lambda self: self.caps.queue)
-    @rule(
-        lease=st.sampled_from([5, 30]),
-        slack=st.sampled_from([-1, 0, 1]),
-        then=st.sampled_from(["ack", "release", "extend"]),
-    )
-    def lease_expiry(self, lease: float, slack: float, then: str) -> None:
-        """Claim, let the lease run out (or almost), claim again, settle the first claim.
-
-        A second claim may take the message only once the lease has expired (the
-        same message id, one more attempt, or the dead letters); the first
-        claim's settlement then fails with ``LeaseLost``.
-        """
-        first = self.both(
-            lambda w: w.queue.claim(queue_prefix="step/", lease_seconds=lease), "queue.claim"
-        )
-        if first is None:
-            self.both(lambda w: w.queue.enqueue("step/x", b"l"), "queue.enqueue")
-            first = self.both(
-                lambda w: w.queue.claim(queue_prefix="step/", lease_seconds=lease), "queue.claim"
-            )
-            if first is None:
-                return
-        self.deliveries.append(first)
-        self.clock.advance(lease + slack)
-        second = self.both(
-            lambda w: w.queue.claim(queue_prefix="step/", lease_seconds=lease), "queue.claim"
-        )
-        if second is not None:
-            self.deliveries.append(second)
-        if then == "ack":
-            self.both(lambda w: w.queue.ack(first), "queue.ack of an expired lease")
-        elif then == "release":
-            self.both(lambda w: w.queue.release(first), "queue.release of an expired lease")
-        else:
-            renewed = self.both(
-                lambda w: w.queue.extend(first, lease_seconds=lease), "queue.extend"
-            )
-            if renewed is not None:
-                self.deliveries.append(renewed)
-
-    @precondition(lambda self: self.caps.queue and self.deliveries)
-    @rule(index=st.integers(0, 7), action=st.sampled_from(["ack", "release", "release5", "extend"]))
-    def settle(self, index: int, action: str) -> None:
-        """Ack, release or extend a delivery claimed earlier (its lease may be gone)."""
-        delivery = self.deliveries[index % len(self.deliveries)]
-        if action == "ack":
-            self.both(lambda w: w.queue.ack(delivery), "queue.ack")
-        elif action == "extend":
-            renewed = self.both(lambda w: w.queue.extend(delivery, lease_seconds=10), "extend")
-            if renewed is not None:
-                self.deliveries.append(renewed)
-        else:
-            delay = 5 if action == "release5" else 0
-            self.both(lambda w: w.queue.release(delivery, delay=delay), "queue.release")
-
-    # -- streams ---------------------------------------------------------------------------
-
-    @precondition(lambda self: self.caps.streams)
-    @rule(
-        run_id=ops.targets,
-        name=st.sampled_from(ops.STREAMS),
-        chunks=ops.blobs | st.lists(ops.blobs, max_size=3),
-        close=st.booleans(),
-    )
-    def stream_write(self, run_id: str, name: str, chunks: Any, close: bool) -> None:
-        """Write chunks, maybe close the stream."""
-        self.both(lambda w: w.streams.write(run_id, name, chunks), "streams.write")
-        if close:
-            self.both(lambda w: w.streams.close(run_id, name), "streams.close")
 
     # -- everything observable ---------------------------------------------------------------
 

@@ -29,8 +29,10 @@ from ._sqlite_codec import (  # the same rows as SQLite's, but for booleans and 
 from ._time import from_micros, to_micros
 
 __all__ = [
+    "EVENT_COLUMNS",
     "HOOK_COLUMNS",
     "RUN_COLUMNS",
+    "RUN_SELECT",
     "STEP_COLUMNS",
     "WAIT_COLUMNS",
     "decode_event",
@@ -45,6 +47,10 @@ __all__ = [
     "wait_from_row",
     "wait_to_row",
 ]
+
+
+EVENT_COLUMNS = "run_id, seq, type, created_at, correlation_id, in_band, data, blob"
+RUN_SELECT = f"SELECT {RUN_COLUMNS}, seq, seq_in_band FROM runs WHERE run_id = %s"
 
 
 def marks(columns: str) -> str:

@@ -18,7 +18,14 @@ import psycopg
 import pytest
 from _postgres_support import new_schema, require_postgres
 
-from durasim.worlds import EventRequest, EventType, PostgresWorld, World, WorldError, _postgres
+from durasim.worlds import (
+    EventRequest,
+    EventType,
+    PostgresWorld,
+    World,
+    WorldError,
+    _postgres_views,
+)
 
 HERE = Path(__file__).parent
 req = EventRequest.of
@@ -272,7 +279,7 @@ async def test_writes_from_memory_answer_as_the_locked_path_when_another_process
     pair = [await PostgresWorld(dsn, schema=schema).open() for _ in range(2)]
     oracle = MemoryWorld()
     loads = 0
-    original = _postgres._View.load
+    original = _postgres_views._View.load
 
     async def counted(*args: Any, **kwargs: Any) -> Any:
         nonlocal loads
@@ -282,7 +289,7 @@ async def test_writes_from_memory_answer_as_the_locked_path_when_another_process
     try:
         for world in (pair[0], oracle):
             await _start_run(world, "r")
-        _postgres._View.load = counted  # type: ignore[method-assign]
+        _postgres_views._View.load = counted  # type: ignore[method-assign]
         outcomes = []
         for writer, batch in _step_script():
             before = loads
@@ -297,7 +304,7 @@ async def test_writes_from_memory_answer_as_the_locked_path_when_another_process
             (e.seq, e.type, e.correlation_id) for e in (await pair[0].events.list("r")).events
         ] == [(e.seq, e.type, e.correlation_id) for e in (await oracle.events.list("r")).events]
     finally:
-        _postgres._View.load = original  # type: ignore[method-assign]
+        _postgres_views._View.load = original  # type: ignore[method-assign]
         for world in pair:
             await world.close()
 
