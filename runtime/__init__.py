@@ -147,7 +147,8 @@ __all__ = [
     "workflow_definition",
 ]
 
-# Inside workflows, asyncio.wait / as_completed keep their arguments' order.
+# Inside workflows (only while workflow code runs), asyncio.wait / as_completed keep
+# their arguments' order.
 _route_stdlib()
 
 # A workflow that raises one of these (WorkflowSandboxError, HookConflictError ...)

@@ -30,7 +30,7 @@ from typing import Any, TypeVar, TypeVarTuple, Unpack
 from ._errors import WorkflowSandboxError
 from ._sites import task_site
 
-__all__ = ["WorkflowFuture", "WorkflowLoop", "WorkflowTask", "in_workflow"]
+__all__ = ["WorkflowFuture", "WorkflowLoop", "WorkflowTask", "in_workflow", "route_while_running"]
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
@@ -41,6 +41,55 @@ _state = threading.local()
 def in_workflow() -> WorkflowLoop | None:
     """The workflow loop running workflow code on this thread right now, if any."""
     return getattr(_state, "loop", None)
+
+
+class _Routes:
+    """Module attributes replaced while workflow code runs, and restored when none runs.
+
+    Installed when the first :meth:`WorkflowLoop.run_ready` on any thread starts and
+    restored when the last one ends, so outside workflow code (and in a process
+    that runs no workflow) the module holds its own function.  While installed, a
+    replacement is also seen by other threads: each checks :func:`in_workflow`
+    and calls the original elsewhere.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._routes: dict[tuple[int, str], tuple[Any, str, object]] = {}
+        self._saved: list[tuple[Any, str, object]] = []
+
+    def add(self, owner: Any, name: str, replacement: object) -> None:
+        with self._lock:
+            self._routes[(id(owner), name)] = (owner, name, replacement)
+
+    def enter(self) -> None:
+        with self._lock:
+            self._running += 1
+            if self._running == 1:
+                self._saved = [(o, n, getattr(o, n)) for o, n, _ in self._routes.values()]
+                for owner, name, replacement in self._routes.values():
+                    setattr(owner, name, replacement)
+
+    def exit(self) -> None:
+        with self._lock:
+            self._running -= 1
+            if self._running == 0:
+                for owner, name, saved in self._saved:
+                    setattr(owner, name, saved)
+                self._saved = []
+
+
+_routes = _Routes()
+
+
+def route_while_running(owner: Any, name: str, replacement: object) -> None:
+    """Make ``owner.name`` be ``replacement`` while workflow code runs, only then.
+
+    ``replacement`` must behave like the original when :func:`in_workflow` is None
+    (another thread may call it while a workflow runs).
+    """
+    _routes.add(owner, name, replacement)
 
 
 class WorkflowFuture(asyncio.Future[T]):
@@ -115,13 +164,15 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         """Run scheduled callbacks until none is left.
 
         Workflow code runs only inside this call: the loop is the running loop,
-        and the sandbox is armed for this thread.
+        the sandbox is armed for this thread, and the stdlib functions routed by
+        :func:`route_while_running` are replaced.
         """
         outer = events._get_running_loop()
         previous = getattr(_state, "loop", None)
         events._set_running_loop(self)
         _state.loop = self
         self._running = True
+        _routes.enter()
         try:
             ready = self._ready
             while ready:
@@ -129,6 +180,7 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
                 if not handle._cancelled:
                     handle._run()
         finally:
+            _routes.exit()
             self._running = False
             _state.loop = previous
             events._set_running_loop(outer)

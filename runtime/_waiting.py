@@ -12,8 +12,11 @@ workflow is log order (ties: call order):
 
 Inside workflows the stdlib names are routed here too (``asyncio.wait`` keeps
 returning sets; our tasks hash by creation order, so those sets iterate the same
-everywhere).  Passing them a *set of coroutines* is refused: its order is already
-lost.
+everywhere), and only there: ``asyncio.wait`` is replaced while a workflow loop
+runs workflow code (:func:`route_while_running`) and is the stdlib's otherwise.
+A name bound at import time (``from asyncio import as_completed``) is the stdlib's:
+call them through the module, or use these.
+Passing them a *set of coroutines* is refused: its order is already lost.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from ._errors import WorkflowSandboxError
-from ._loop import in_workflow
+from ._loop import in_workflow, route_while_running
 
 __all__ = ["as_completed", "sleep", "wait"]
 
@@ -92,11 +95,13 @@ def _routed_as_completed(fs: Iterable[Any], *, timeout: float | None = None) -> 
 
 
 def route_stdlib() -> None:
-    """Route ``asyncio.wait`` / ``asyncio.as_completed`` through the ordered versions."""
-    asyncio.wait = _routed_wait
-    asyncio.tasks.wait = _routed_wait
-    asyncio.as_completed = _routed_as_completed
-    asyncio.tasks.as_completed = _routed_as_completed
+    """Route ``asyncio.wait`` / ``asyncio.as_completed`` through the ordered versions.
+
+    Only while workflow code runs: nothing changes when this is called.
+    """
+    for owner in (asyncio, asyncio.tasks):
+        route_while_running(owner, "wait", _routed_wait)
+        route_while_running(owner, "as_completed", _routed_as_completed)
 
 
 async def sleep(duration: float | timedelta | datetime) -> None:

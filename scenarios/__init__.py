@@ -8,14 +8,20 @@
 * the ``durasim`` command (:func:`main`).
 """
 
-from ._cli import main
-from ._example import AUTHORING_ERRORS, VERDICT_KINDS, ExampleReport
-from ._explore import ExploreFailure, ExploreResult, ExploreStats, explore, explores
-from ._harness import drive
-from ._reproduce import reproduce
-from ._schedulers import PCTScheduler, RandomScheduler, RecordingSource, Scheduling
-from ._seeds import SEED_PREFIX, ExampleConfig, SeedError
-from ._sometimes import Reachability, sometimes
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._cli import main
+    from ._example import AUTHORING_ERRORS, VERDICT_KINDS, ExampleReport
+    from ._explore import ExploreFailure, ExploreResult, ExploreStats, explore, explores
+    from ._harness import drive
+    from ._reproduce import reproduce
+    from ._schedulers import PCTScheduler, RandomScheduler, RecordingSource, Scheduling
+    from ._seeds import SEED_PREFIX, ExampleConfig, SeedError
+    from ._sometimes import Reachability, sometimes
 
 __all__ = [
     "AUTHORING_ERRORS",
@@ -39,3 +45,43 @@ __all__ = [
     "reproduce",
     "sometimes",
 ]
+
+# Every public name is imported when first used (PEP 562): the pytest plugin lives in this
+# package and pytest loads it in every run of every project that installs durasim, so
+# importing the package must not import the runtime, the simulator or Hypothesis.
+# The imports above are for static tools; tests/test_plugin.py checks both lists agree.
+_LAZY = {
+    "AUTHORING_ERRORS": "._example",
+    "ExampleConfig": "._seeds",
+    "ExampleReport": "._example",
+    "ExploreFailure": "._explore",
+    "ExploreResult": "._explore",
+    "ExploreStats": "._explore",
+    "PCTScheduler": "._schedulers",
+    "RandomScheduler": "._schedulers",
+    "Reachability": "._sometimes",
+    "RecordingSource": "._schedulers",
+    "SEED_PREFIX": "._seeds",
+    "Scheduling": "._schedulers",
+    "SeedError": "._seeds",
+    "VERDICT_KINDS": "._example",
+    "drive": "._harness",
+    "explore": "._explore",
+    "explores": "._explore",
+    "main": "._cli",
+    "reproduce": "._reproduce",
+    "sometimes": "._sometimes",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -184,7 +184,11 @@ class _Found(Exception):
 
 
 class _FoundStuck(BaseException):
-    """A stuck example: ends the exploration at once (Hypothesis does not catch it)."""
+    """A control-flow signal: a stuck example ends the exploration at once.
+
+    A ``BaseException`` because Hypothesis does not catch those (it would shrink an
+    ``Exception``, running the stuck example again).
+    """
 
     def __init__(self, report: ExampleReport) -> None:
         super().__init__(report.render_verdict())

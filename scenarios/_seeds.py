@@ -26,13 +26,14 @@ from typing import Any
 import attrs
 
 from durasim.runtime import deserialize, serialize
+from durasim.worlds import DurasimError
 
 __all__ = ["SEED_PREFIX", "ExampleConfig", "SeedError", "object_ref", "resolve_ref"]
 
 SEED_PREFIX = "durasim:v1:"
 
 
-class SeedError(ValueError):
+class SeedError(DurasimError, ValueError):
     """A seed string that cannot be decoded, or names something that cannot be imported."""
 
 

@@ -59,15 +59,20 @@ class InjectedFault(WorldError):
 
 
 class Crashed(BaseException):
-    """Unwinds a delivery the simulator crashed (its process 'died')."""
+    """A control-flow signal: unwinds a delivery the simulator crashed (its process 'died').
+
+    A ``BaseException`` so that no ``except Exception`` in workflow, step or runtime
+    code records it as a failure: a crashed process records nothing.
+    """
 
 
 class WallBudgetInterrupt(SystemExit):
-    """Raised in the simulation's thread by its watchdog: the wall budget passed mid-code.
+    """A control-flow signal raised in the simulation's thread by its watchdog.
 
-    A ``SystemExit`` on purpose: asyncio re-raises ``SystemExit`` out of tasks and
-    callbacks instead of storing it as a task's outcome, so it unwinds workflow
-    code, the replay engine and the delivery up to :meth:`Sim.run_sync` without
-    being recorded as the workflow's (or a step's) failure, as a dying process
-    would.  The Sim catches it there and halts with a report; scripts never see it.
+    The wall budget passed mid-code.  A ``SystemExit`` on purpose: asyncio re-raises
+    ``SystemExit`` out of tasks and callbacks instead of storing it as a task's
+    outcome, so it unwinds workflow code, the replay engine and the delivery up to
+    :meth:`Sim.run_sync` without being recorded as the workflow's (or a step's)
+    failure, as a dying process would.  The Sim catches it there and halts with a
+    report; scripts never see it.
     """

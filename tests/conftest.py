@@ -9,6 +9,7 @@ examples, so each example builds its own World from the factory.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import os
 from collections.abc import Callable, Iterator
@@ -99,6 +100,41 @@ def _drop_postgres_schemas() -> Iterator[None]:
 #: that restart the PostgreSQL server (they would break the connections of every
 #: test running beside them; ``.ci/run`` runs them alone, serially, after the rest).
 OPT_IN_MARKERS = ("slow", "pgrestart")
+
+
+ROOT = Path(__file__).resolve().parent.parent
+INSTALL = "pip install -e '.[dev]' --config-settings editable_mode=strict"
+
+
+def unlinked_modules(root: Path = ROOT) -> list[str]:
+    """Modules of the checkout that the editable install does not link (made before them).
+
+    The README's install links each file of the five folders into a tree of its
+    own (setuptools' strict editable mode, which static tools can read); a module
+    added since is missing there and would fail to import, or import stale code.
+    Empty when durasim is imported from the checkout itself or from a wheel.
+    """
+    missing: list[str] = []
+    for top in ("worlds", "runtime", "sim", "checkers", "scenarios"):
+        package = importlib.import_module(f"durasim.{top}")
+        installed = Path(str(package.__file__)).parent
+        if "__editable__" not in str(installed) or not (root / top).is_dir():
+            continue
+        for source in sorted((root / top).rglob("*.py")):
+            relative = source.relative_to(root / top)
+            if not (installed / relative).exists():
+                missing.append(f"{top}/{relative}")
+    return missing
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse to run against an editable install that misses modules of the checkout."""
+    missing = unlinked_modules()
+    if missing:
+        raise pytest.UsageError(
+            f"the editable install does not link {', '.join(missing)} (added since it was "
+            f"made): run `.venv/bin/{INSTALL}` again, then the tests"
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -40,7 +40,7 @@ _BUILTIN_EXCEPTIONS: dict[str, type[BaseException]] = {
 }
 
 
-class Malformed(ValueError):
+class Malformed(DurasimError, ValueError):
     """The tree does not follow the format (turned into SerializationError)."""
 
 

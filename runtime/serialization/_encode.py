@@ -17,6 +17,8 @@ import enum
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from durasim.worlds import DurasimError
+
 from ._errors import RevivedError, SerializationError
 from ._format import INT_LIMIT, MAX_DEPTH, TAG
 from ._leaves import ATOM_TYPES, LEAF_ENCODERS, encode_float, encode_int
@@ -31,12 +33,15 @@ Node = Any
 _REPR_STABLE = ATOM_TYPES
 
 
-class Refusal(Exception):
-    """A value could not be encoded; carries the path built while unwinding."""
+class Refusal(DurasimError):
+    """A value could not be encoded; carries the path built while unwinding.
+
+    Internal: the encoder turns it into a :class:`SerializationError` before it
+    leaves the package.
+    """
 
     def __init__(self, message: str, culprit: object) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, culprit=culprit)
         self.culprit = culprit
         self.segments: list[str] = []
 

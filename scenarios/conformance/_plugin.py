@@ -11,17 +11,26 @@ machine, the scenario book and the exploration of the example workflows are
 collected from the installed package next to their own tests.  Importing this
 module is cheap: it imports pytest and the standard library only; the suite's
 modules are imported when pytest collects them.
+
+pytest loads this module in every run of every project that installs durasim,
+so importing it costs next to nothing and changes nothing: it imports the
+standard library's cheapest modules and ``pluggy`` (already loaded by pytest),
+never the rest of durasim; its packages' ``__init__`` import their public names
+lazily.  tests/test_plugin.py pins what it imports.
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import importlib
 import inspect
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
+from pluggy import HookimplMarker
+
+if TYPE_CHECKING:
+    import pytest
 
 __all__ = ["SUITE_PACKAGE"]
 
@@ -29,12 +38,18 @@ __all__ = ["SUITE_PACKAGE"]
 SUITE_PACKAGE = "durasim.scenarios.conformance.suite"
 _SUITE_DIR = Path(__file__).parent / "suite"
 
-# The suite's asserts must explain themselves wherever its modules are imported from.
-pytest.register_assert_rewrite(SUITE_PACKAGE)
+# pytest.hookimpl, without importing pytest when this module is imported alone.
+_hookimpl = HookimplMarker("pytest")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """``--durasim-conformance``, ``--durasim-examples``, ``--durasim-seed``."""
+    import pytest  # noqa: PLC0415 -- already loaded: pytest is calling us
+
+    # The suite's asserts must explain themselves wherever its modules are imported
+    # from (a project's own test files may import them): registered here, the first
+    # hook pytest calls, before any conftest or test module is imported.
+    pytest.register_assert_rewrite(SUITE_PACKAGE)
     group = parser.getgroup("durasim", "durasim conformance suite (docs/conformance.md)")
     group.addoption(
         "--durasim-conformance",
@@ -57,21 +72,27 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args.append(str(_SUITE_DIR))
 
 
-class _SuiteModule(pytest.Module):
-    """A suite module, imported by its package name (never as a loose file)."""
-
-    def _getobj(self) -> Any:
-        return importlib.import_module(f"{SUITE_PACKAGE}.{self.path.stem}")
-
-
 def pytest_pycollect_makemodule(module_path: Path, parent: Any) -> pytest.Module | None:
     """Collect the suite's files as modules of the installed package."""
     if module_path.parent == _SUITE_DIR:
-        return _SuiteModule.from_parent(parent, path=module_path)
+        return _suite_module_class().from_parent(parent, path=module_path)
     return None
 
 
-@pytest.hookimpl(tryfirst=True)
+@functools.cache
+def _suite_module_class() -> type[pytest.Module]:
+    import pytest  # noqa: PLC0415 -- already loaded: pytest is collecting
+
+    class _SuiteModule(pytest.Module):
+        """A suite module, imported by its package name (never as a loose file)."""
+
+        def _getobj(self) -> Any:
+            return importlib.import_module(f"{SUITE_PACKAGE}.{self.path.stem}")
+
+    return _SuiteModule
+
+
+@_hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     """Run the suite's ``async def`` tests on a fresh event loop."""
     function = pyfuncitem.obj
@@ -79,6 +100,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         return None
     if not getattr(function, "__module__", "").startswith(SUITE_PACKAGE):
         return None
+    import asyncio  # noqa: PLC0415 -- only when a suite test runs
+
     names = pyfuncitem._fixtureinfo.argnames
     asyncio.run(function(**{name: pyfuncitem.funcargs[name] for name in names}))
     return True

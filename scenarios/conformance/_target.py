@@ -23,7 +23,7 @@ from typing import Any, cast
 import attrs
 
 from durasim.checkers import WorldSetup
-from durasim.worlds import Capabilities, Clock, IdSource, World
+from durasim.worlds import Capabilities, Clock, DurasimError, IdSource, World
 
 __all__ = [
     "CAPABILITY_NAMES",
@@ -52,7 +52,7 @@ CAPABILITY_NAMES = ("in_band_fence", "batch", "hook_resume_dedup", "queue", "str
 _NO_DELIVERY_LIMIT = 1_000_000
 
 
-class FactoryError(ValueError):
+class FactoryError(DurasimError, ValueError):
     """A factory reference or a factory itself is unusable; the message says how to fix it."""
 
 
