@@ -17,17 +17,21 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import json
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from durasim.runtime import Limits, deliver
-from durasim.runtime._determinism import wall_monotonic
-from durasim.runtime._metadata import STEP_METADATA
-from durasim.runtime._queued import run_queued_step
-from durasim.runtime._wake import STEP_QUEUE, wake_message
+from durasim.runtime import Limits
+from durasim.runtime.lowlevel import (
+    ORCHESTRATOR_QUEUE,
+    REQUEUE_DELAY,
+    STEP_METADATA,
+    StepMessage,
+    engine_for,
+    parse_message,
+    wall_monotonic,
+)
 from durasim.worlds import (
     BatchResult,
     Event,
@@ -35,6 +39,7 @@ from durasim.worlds import (
     EventRequest,
     EventResult,
     IdSource,
+    Message,
     Snapshot,
     World,
     WorldError,
@@ -151,6 +156,7 @@ class Scheduler:
         self.loop.on_idle = self.on_idle
         self.queue = SimQueue(clock, ids)
         self.world = SimWorld(self, store, self.queue, clock)
+        self.engine = engine_for(self.world)
         self.trace = Trace(clock)
         self.faults = tuple(faults)
         self.fault_odds = max(2, fault_odds)
@@ -697,14 +703,13 @@ class Scheduler:
         else:
             delivery = self.queue.take(message.message_id, lease_seconds=self.lease_seconds)
             message = delivery.message
-        step = message.queue_name == STEP_QUEUE
-        body: dict[str, Any] = json.loads(message.payload)
-        run_id = str(body.get("run")) if "run" in body else message.run_id
-        if step:
+        parsed = parse_message(message.queue_name, message.payload)
+        run_id = parsed.run_id
+        if isinstance(parsed, StepMessage):
             writer = Writer(
                 kind=STEP,
                 run_id=run_id,
-                name=step_short_name(str(body.get("step", ""))),
+                name=step_short_name(parsed.correlation_id),
                 delivery=number,
             )
         else:
@@ -720,59 +725,53 @@ class Scheduler:
             f"d{number} {what} {message.message_id} {message.queue_name} run={run_id} "
             f"attempt={message.attempt}",
         )
-        coro = self._deliver(record, message.attempt, body, delivery)
+        coro = self._deliver(record, message.attempt, message, delivery)
         context = contextvars.copy_context()
         context.run(ACTOR.set, actor)
         record.task = self.loop.create_task(coro, context=context)
         return record
 
     async def _deliver(
-        self, record: DeliveryRecord, attempt: int, body: dict[str, Any], delivery: Any
+        self, record: DeliveryRecord, attempt: int, message: Message, delivery: Any
     ) -> None:
-        run_id = record.run_id or ""
-        release_after: float | None = None
-        status = "done"
+        # The engine runs the message and decides its settlement, as for a Worker;
+        # the simulator only applies it to its queue (without a choice point).
         try:
-            if record.actor.writer.kind == STEP:
-                release_after = await run_queued_step(
-                    self.world, json.dumps(body).encode(), sync_in_thread=False
-                )
-                status = (
-                    "step done" if release_after is None else f"step retry in {release_after:g} s"
-                )
-            else:
-                report = await deliver(
-                    self.world,
-                    run_id,
-                    limits=self.limits,
-                    attempt=attempt,
-                    divergences=int(body.get("divergences", 0)),
-                    min_seq=int(body.get("seq", 0)),
-                )
-                status = report.status
-                if report.status == "unavailable":
-                    release_after = min(60.0, 2.0**attempt)
-                elif report.status == "retry":
-                    self.queue.put(
-                        "durasim.run",
-                        wake_message(run_id, divergences=report.divergences),
-                        run_id=run_id,
-                        orchestrator=True,
-                        delay=1.0,
-                    )
+            handled = await self.engine.handle(
+                message.queue_name,
+                message.payload,
+                attempt=attempt,
+                limits=self.limits,
+                sync_in_thread=False,
+            )
         except Crashed:
             record.status = "crashed"
             self.trace.add("delivery", f"d{record.number} crashed")
             return
-        except Exception as exc:  # a World failure: the message goes back with a back-off
-            status = f"failed ({type(exc).__name__})"
-            release_after = min(60.0, 2.0**attempt)
+        settlement = handled.settlement
+        if handled.error is not None:
+            status = f"failed ({type(handled.error).__name__})"
+        elif handled.step:
+            delay = settlement.release_after
+            status = "step done" if delay is None else f"step retry in {delay:g} s"
+        elif handled.report is not None:
+            status = str(handled.report.status)
+        else:
+            status = "done"
+        if settlement.wake is not None:
+            self.queue.put(
+                ORCHESTRATOR_QUEUE,
+                settlement.wake.encode(),
+                run_id=settlement.wake.run_id,
+                orchestrator=True,
+                delay=REQUEUE_DELAY,
+            )
         record.status = status
         self.trace.add("delivery", f"d{record.number} ended: {status}")
         if delivery is None or record.actor.crashed:
             return
         try:
-            self.queue.settle(delivery, release_after=release_after)
+            self.queue.settle(delivery, release_after=settlement.release_after)
         except WorldError:
             self.trace.add("note", f"d{record.number} could not settle {record.message_id}")
 
