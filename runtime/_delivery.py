@@ -238,89 +238,85 @@ class RunDelivery:
         return replay
 
     async def drive(self, replay: Replay) -> str:
+        world, writer, limits, report = self.world, self.writer, self.limits, self.report
         running: dict[asyncio.Task[StepOutcome | None], StepState] = {}
         starts: list[tuple[StepState, Event]] = []
 
         def launch(written: list[Event]) -> None:
             """Note the steps these events created running: their bodies start below."""
             for event in written:
-                if event.type is T.STEP_STARTED and not self.writer.stale:
+                if event.type is T.STEP_STARTED and not writer.stale:
                     starts.append((replay.steps[event.correlation_id or ""], event))
-                    self.report.steps_run += 1
+                    report.steps_run += 1
 
         async def handle(outcome: StepOutcome | None, *, last: bool) -> bool:
             """Record a body's outcome; whether the run ended."""
-            if outcome is None or self.writer.stale:
+            if outcome is None or writer.stale:
                 return False
-            if last and replay.busy_seconds <= self.limits.replay_budget:
+            if last and replay.busy_seconds <= limits.replay_budget:
                 # Nothing else in flight: hand the outcome to the workflow first
                 # and commit it with whatever the workflow does next (one commit).
                 return await self.commit_ahead(replay, outcome.request, launch)
             await self.write_outcome(outcome.request)
             return False
 
-        written_before = self.writer.written
+        written_before = writer.written
         due = self.due_waits(replay)
-        if len(due) == 1 and replay.busy_seconds <= self.limits.replay_budget:
+        if len(due) == 1 and replay.busy_seconds <= limits.replay_budget:
             # One timer fired (a sleep): its completion commits with what follows.
             request = EventRequest.of("wait_completed", due[0].correlation_id)
             # The World stamps the completion with the wait's resume_at.
             data = request.data.replace(resume_at=due[0].resume_at)
             if await self.commit_ahead(replay, request, launch, data=data):
-                self.report.status = DeliveryStatus.FINISHED
+                report.status = DeliveryStatus.FINISHED
                 return "done"
         else:
             for wait in due:
-                if not self.writer.stale:
-                    await self.writer.write(EventRequest.of("wait_completed", wait.correlation_id))
+                if not writer.stale:
+                    await writer.write(EventRequest.of("wait_completed", wait.correlation_id))
         try:
             while True:
-                if self.writer.ended:
-                    self.report.status = (
-                        DeliveryStatus.FINISHED
-                    )  # cancelled meanwhile: stop at this boundary
+                if writer.ended:
+                    # Cancelled meanwhile: stop at this boundary.
+                    report.status = DeliveryStatus.FINISHED
                     return "done"
-                if self.writer.stale:
+                if writer.stale:
                     return "stale"
                 if (
                     not running
-                    and self.writer.written > written_before
-                    and replay.busy_seconds > self.limits.replay_budget
+                    and writer.written > written_before
+                    and replay.busy_seconds > limits.replay_budget
                     and not replay.done
                 ):
                     # Over budget, and this delivery made progress: a fresh delivery
                     # (replaying cold, with a fresh budget) takes over at once.
                     log.info(
                         "run %s: %.1f s of replay in this delivery; handing over",
-                        self.writer.run_id,
+                        writer.run_id,
                         replay.busy_seconds,
                     )
                     await enqueue_wake(
-                        self.world,
-                        self.writer.run_id,
-                        key=f"handover:{self.writer.run_id}:{len(self.writer.events)}",
+                        world,
+                        writer.run_id,
+                        key=f"handover:{writer.run_id}:{len(writer.events)}",
                     )
-                    self.report.wake_at = self.world.clock.now()
-                    self.report.status = DeliveryStatus.SUSPENDED
+                    report.wake_at = world.clock.now()
+                    report.status = DeliveryStatus.SUSPENDED
                     return "done"
-                if len(self.writer.events) >= self.limits.max_events:
+                if len(writer.events) >= limits.max_events:
                     await self.fail(
-                        FatalError(
-                            f"run {self.writer.run_id} reached {self.limits.max_events} events"
-                        ),
+                        FatalError(f"run {writer.run_id} reached {limits.max_events} events"),
                         "MAX_EVENTS_EXCEEDED",
                     )
-                    self.report.status = DeliveryStatus.FINISHED
+                    report.status = DeliveryStatus.FINISHED
                     return "done"
                 if replay.done:
                     await self.finish(replay)
-                    self.report.status = DeliveryStatus.FINISHED
+                    report.status = DeliveryStatus.FINISHED
                     return "done"
                 commands = replay.new_commands()
                 if commands:
-                    await self.write_commands(
-                        commands, self.limits.inline_steps - len(running), launch
-                    )
+                    await self.write_commands(commands, limits.inline_steps - len(running), launch)
                     continue
                 if len(starts) == 1 and not running:
                     # The one step in flight (a sequential workflow): run its body in
@@ -328,17 +324,17 @@ class RunDelivery:
                     state, started = starts.pop()
                     outcome = await self.run_step(state, started=started)
                     if await handle(outcome, last=True):
-                        self.report.status = DeliveryStatus.FINISHED
+                        report.status = DeliveryStatus.FINISHED
                         return "done"
                     continue
                 for state, started in starts:
                     task = asyncio.ensure_future(self.run_step(state, started=started))
                     running[task] = state
                 starts.clear()
-                now = self.world.clock.now()
+                now = world.clock.now()
                 busy = set(running.values())
                 for state in replay.open_steps():
-                    if len(running) >= self.limits.inline_steps:
+                    if len(running) >= limits.inline_steps:
                         break
                     if not state.inline or state in busy:
                         continue  # queued steps are run by whichever worker claims them
@@ -346,7 +342,7 @@ class RunDelivery:
                         continue
                     task = asyncio.ensure_future(self.run_step(state))
                     running[task] = state
-                    self.report.steps_run += 1
+                    report.steps_run += 1
                 if not running:
                     break
                 done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
@@ -356,7 +352,7 @@ class RunDelivery:
                 for task in finished:
                     outcome = task.result()  # re-raises _Superseded and infrastructure errors
                     if await handle(outcome, last=task is finished[-1] and not running):
-                        self.report.status = DeliveryStatus.FINISHED
+                        report.status = DeliveryStatus.FINISHED
                         return "done"
         finally:
             for task in running:
@@ -367,39 +363,38 @@ class RunDelivery:
         # queues lose none, but a crashed enqueue or an operator can): dispatch it
         # again; the idempotency key makes this a no-op while the message exists.
         await _dispatch(
-            self.world,
-            self.writer.run_id,
+            world,
+            writer.run_id,
             [s.correlation_id for s in replay.open_steps() if not s.inline and s.attempts == 0],
         )
-        self.report.wake_at = await self.schedule_wake(replay)
-        self.report.status = DeliveryStatus.SUSPENDED
+        report.wake_at = await self.schedule_wake(replay)
+        report.status = DeliveryStatus.SUSPENDED
         return "done"
 
     async def run_step(
         self, state: StepState, *, started: Event | None = None
     ) -> StepOutcome | None:
         """Run one attempt inline: ``step_started`` (unless batched), body, outcome."""
+        world, writer, limits = self.world, self.writer, self.limits
         if started is None:
-            started = await self.writer.write(EventRequest.of("step_started", state.correlation_id))
-        if started is None or self.writer.stale:
+            started = await writer.write(EventRequest.of("step_started", state.correlation_id))
+        if started is None or writer.stale:
             return None
         attempt = int(started.data.get("attempt", 1))
         if attempt > state.definition.max_retries + 1:
             outcome = exhausted(state.definition, state.correlation_id, attempt)
         else:
-            token = STEP_WORLD.set(self.world)
+            token = STEP_WORLD.set(world)
             try:
                 outcome = await execute_step(
                     state.definition,
                     state.correlation_id,
                     state.input,
                     attempt=attempt,
-                    now=self.world.clock.now(),
+                    now=world.clock.now(),
                     workflow=self.workflow,
-                    sync_in_thread=self.limits.sync_steps == "thread",
-                    payloads=self.writer.replay.payloads
-                    if self.writer.replay is not None
-                    else None,
+                    sync_in_thread=limits.sync_steps == "thread",
+                    payloads=writer.replay.payloads if writer.replay is not None else None,
                 )
             finally:
                 STEP_WORLD.reset(token)
@@ -429,10 +424,11 @@ class RunDelivery:
         (``expected_seq``).  If something did, the outcome is written alone and the
         log replayed cold.  Returns whether the run ended.
         """
-        at = self.world.clock.now()
+        world, writer, limits = self.world, self.writer, self.limits
+        at = world.clock.now()
         provisional = Event(
-            run_id=self.writer.run_id,
-            seq=len(self.writer.events) + 1,
+            run_id=writer.run_id,
+            seq=len(writer.events) + 1,
             type=request.type,
             created_at=at,
             correlation_id=request.correlation_id,
@@ -444,7 +440,7 @@ class RunDelivery:
         except ReplayDivergence as exc:
             log.warning("%s", exc)
             await self.write_outcome(request)
-            self.writer.stale = True
+            writer.stale = True
             return False
         requests = [request]
         queued: list[str] = []
@@ -456,26 +452,26 @@ class RunDelivery:
             commands = replay.new_commands()
             cut = next((i for i, c in enumerate(commands) if not isinstance(c, BATCHABLE)), None)
             batchable = [c for c in commands[:cut] if isinstance(c, BATCHABLE)]
-            created, queued = _creations(batchable, self.limits.inline_steps, self.limits)
+            created, queued = _creations(batchable, limits.inline_steps, limits)
             requests += created
         try:
-            written = await self.writer.write_batch(
+            written = await writer.write_batch(
                 requests, occurred_at=at, expected_seq=provisional.seq - 1
             )
         except (StaleView, EntityConflict) as exc:
             log.info(
                 "run %s: could not run ahead (%s); writing the outcome alone",
-                self.writer.run_id,
+                writer.run_id,
                 exc,
             )
             await self.write_outcome(request)
-            self.writer.stale = True  # the replay saw the outcome at a position it may not have
+            writer.stale = True  # the replay saw the outcome at a position it may not have
             return False
         if not written or written[0] != provisional:
-            self.writer.stale = True
+            writer.stale = True
             return False
         launch(written)
-        await _dispatch(self.world, self.writer.run_id, queued)
+        await _dispatch(world, writer.run_id, queued)
         return replay.done
 
     async def write_commands(
@@ -489,16 +485,17 @@ class RunDelivery:
         outcome must be seen alone, e.g. a ``hook_conflict`` in place of a
         ``hook_created``).
         """
+        world, writer, limits = self.world, self.writer, self.limits
         run: list[StepCommand | WaitCommand] = []
 
         async def flush() -> None:
             nonlocal capacity
             if not run:
                 return
-            requests, queued = _creations(run, capacity, self.limits)
+            requests, queued = _creations(run, capacity, limits)
             capacity -= sum(1 for r in requests if r.type is T.STEP_STARTED)
-            launch(await self.writer.write_batch(requests))
-            await _dispatch(self.world, self.writer.run_id, queued)
+            launch(await writer.write_batch(requests))
+            await _dispatch(world, writer.run_id, queued)
             run.clear()
 
         for command in commands:
@@ -506,12 +503,12 @@ class RunDelivery:
                 run.append(command)
                 continue
             await flush()
-            if self.writer.stale or self.writer.ended:
+            if writer.stale or writer.ended:
                 return
-            await self.writer.write(_single_request(command))
+            await writer.write(_single_request(command))
             if isinstance(command, AttrCommand):
                 for key, reason in command.changes:
-                    mark_cancelled(self.world, f"{self.writer.run_id}/{key}", reason or "")
+                    mark_cancelled(world, f"{writer.run_id}/{key}", reason or "")
         await flush()
 
     def due_waits(self, replay: Replay) -> list[WaitState]:
