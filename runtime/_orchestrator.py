@@ -119,7 +119,7 @@ class DeliveryReport:
     """What one delivery did (for workers, tests and benchmarks)."""
 
     run_id: str
-    status: DeliveryStatus = attrs.field(default=DeliveryStatus.SUSPENDED, converter=DeliveryStatus)
+    status: DeliveryStatus = DeliveryStatus.SUSPENDED
     events_written: int = 0
     steps_run: int = 0
     full_replays: int = 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import enum
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -64,7 +65,7 @@ from ._world import ACTOR, Actor, SimWorld
 if TYPE_CHECKING:
     from ._reports import StuckCode
 
-__all__ = ["FAULT_KINDS", "Rejection", "Scheduler"]
+__all__ = ["FAULT_KINDS", "FaultKind", "Rejection", "Scheduler"]
 
 T = TypeVar("T")
 
@@ -72,8 +73,23 @@ _OUTCOMES = frozenset({"step_completed", "step_failed", "step_retrying"})
 _WRITES = frozenset({"events.create", "events.create_batch"})
 #: A loop timer within this many seconds of the loop's time is due (SimLoop's resolution).
 _LOOP_RESOLUTION = 1e-6
-#: Fault kinds the choice source may inject when enabled.
-FAULT_KINDS = ("crash", "fail", "duplicate", "expire_lease", "withhold", "drop", "delay")
+
+
+class FaultKind(enum.StrEnum):
+    """A fault the choice source may inject when enabled."""
+
+    CRASH = "crash"  # a delivery's process dies at a World call
+    FAIL = "fail"  # a World call raises a WorldError
+    DUPLICATE = "duplicate"  # a message is delivered twice at once
+    EXPIRE_LEASE = "expire_lease"  # a running delivery's lease ends
+    WITHHOLD = "withhold"  # a log read misses the latest committed event (a stale read)
+    DROP = "drop"  # a committed write is reported failed
+    DELAY = "delay"  # a message is delivered later than due
+
+
+#: Fault kinds the choice source may inject when enabled (as plain strings, in a
+#: fixed order: explorations draw from this tuple, so its order is part of a seed).
+FAULT_KINDS: tuple[str, ...] = tuple(kind.value for kind in FaultKind)
 
 
 @attrs.frozen(kw_only=True)
@@ -580,26 +596,31 @@ class Scheduler:
         else:
             self.launch(candidate)
 
-    def _applicable(self, candidate: Parked | QueueSlot) -> list[str]:
+    def _applicable(self, candidate: Parked | QueueSlot) -> list[FaultKind]:
         if isinstance(candidate, Parked):
-            kinds = ["crash", "expire_lease", "withhold", "duplicate"]
+            kinds = [
+                FaultKind.CRASH,
+                FaultKind.EXPIRE_LEASE,
+                FaultKind.WITHHOLD,
+                FaultKind.DUPLICATE,
+            ]
             if candidate.point.phase == "before":
-                kinds.append("fail")
+                kinds.append(FaultKind.FAIL)
             if candidate.actor.writer.kind == EXTERNAL:
-                kinds = [k for k in kinds if k in ("fail", "withhold")]
+                kinds = [k for k in kinds if k in (FaultKind.FAIL, FaultKind.WITHHOLD)]
         else:
-            kinds = ["drop", "delay", "duplicate"]
+            kinds = [FaultKind.DROP, FaultKind.DELAY, FaultKind.DUPLICATE]
         return [k for k in kinds if k in self.faults]
 
     def _inject(self, kind: str, candidate: Parked | QueueSlot) -> bool:
         """Apply fault ``kind``; True if the candidate must not also go ahead."""
         if isinstance(candidate, QueueSlot):
             message = candidate.message
-            if kind == "drop":
+            if kind == FaultKind.DROP:
                 self.queue.drop(message.message_id)
                 self.trace.add("fault", f"dropped {message.message_id} ({message.run_id})")
                 return True
-            if kind == "delay":
+            if kind == FaultKind.DELAY:
                 seconds = float(1 + self._choose(60, "delay"))
                 self.queue.delay(message.message_id, seconds)
                 self.trace.add("fault", f"delayed {message.message_id} by {seconds:g} s")
@@ -608,18 +629,18 @@ class Scheduler:
             self.launch(candidate, duplicate=True)
             return True
         actor, point = candidate.actor, candidate.point
-        if kind == "crash":
+        if kind == FaultKind.CRASH:
             self.crash(actor, point)
             return False  # it resumes only to unwind
-        if kind == "fail":
+        if kind == FaultKind.FAIL:
             candidate.fail = True
             self.trace.add("fault", f"transient failure of {point.describe()}")
-        elif kind == "expire_lease" and actor.message_id is not None:
+        elif kind == FaultKind.EXPIRE_LEASE and actor.message_id is not None:
             self.expire(actor.message_id, redeliver=True)
-        elif kind == "withhold":
+        elif kind == FaultKind.WITHHOLD:
             self._withhold_armed.append((1, point.run_id))
             self.trace.add("fault", f"the next event of {point.run_id} is withheld from 1 read")
-        elif kind == "duplicate" and actor.message_id is not None:
+        elif kind == FaultKind.DUPLICATE and actor.message_id is not None:
             slot = self.queue.slot(actor.message_id)
             if slot is not None:
                 self.launch(slot, duplicate=True)
