@@ -8,8 +8,9 @@ the choice source which one goes; a single candidate needs no choice.  Only
 when there is none does it jump the clock to the next loop timer or due
 message; when there is nothing at all the simulation is quiescent and the
 script's waiters are answered.  The scheduler is the worker: it claims
-messages from the recording queue and runs the runtime's own ``deliver()`` /
-``run_queued_step()`` on them, settling each as a worker would.
+messages from the recording queue and hands each to the World's engine
+(:meth:`Engine.handle`, as a ``Worker`` does), then applies the settlement the
+engine returns; it keeps only choosing, faults and virtual time.
 """
 
 from __future__ import annotations
