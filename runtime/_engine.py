@@ -79,6 +79,14 @@ class Engine:
         #: What this process knows is cancelled in this World (runs, tokens).
         self.cancellations = Cancellations()
 
+    def __copy__(self) -> Engine:
+        # A copied World (a checker's deepcopy of a reference World) gets no share
+        # of this one's replays or cancellations: engine_for() makes it its own.
+        return Engine(self.world)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Engine:
+        return Engine(self.world)
+
     # --- live replays ---------------------------------------------------------
 
     def take_kept(self, run_id: str) -> Kept | None:

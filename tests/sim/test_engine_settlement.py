@@ -131,3 +131,15 @@ def test_a_wake_message_round_trips() -> None:
     wake = WakeMessage("run-1", divergences=1, seq=7)
     assert parse_message(ORCHESTRATOR_QUEUE, wake.encode()) == wake
     assert timedelta(seconds=backoff(1)) == timedelta(seconds=2)
+
+
+def test_a_copied_world_gets_its_own_engine() -> None:
+    import copy
+
+    world = MemoryWorld(clock=FixedClock(), ids=CountingIds())
+    engine = engine_for(world)
+    engine.cancellations.mark("run-1", "stop")
+    twin = copy.deepcopy(world)
+    assert engine_for(twin) is not engine
+    assert engine_for(twin).cancellations.reason("run-1") is None
+    assert engine_for(world) is engine
