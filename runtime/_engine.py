@@ -138,12 +138,15 @@ class Engine:
         attempt: int,
         limits: Limits,
         sync_in_thread: bool,
+        log_failures: bool = True,
     ) -> Handled:
         """Run one claimed message and say how to settle it.
 
         A World failure (or a bug) while running it does not escape: the message
         is released with a back-off (``max_deliveries`` bounds the retries), and
-        the error is in :attr:`Handled.error`.  ``BaseException`` s do escape.
+        the error is in :attr:`Handled.error`, logged unless ``log_failures`` is
+        false (the simulator injects such failures by the thousand and traces
+        them itself).  ``BaseException`` s do escape.
         """
         try:
             message = parse_message(queue_name, payload)
@@ -158,12 +161,13 @@ class Engine:
                     self.world, message.payload, sync_in_thread=sync_in_thread
                 )
             except Exception as exc:
-                log.warning(
-                    "queued step %s of run %s failed to run (%r); retrying",
-                    message.correlation_id,
-                    message.run_id,
-                    exc,
-                )
+                if log_failures:
+                    log.warning(
+                        "queued step %s of run %s failed to run (%r); retrying",
+                        message.correlation_id,
+                        message.run_id,
+                        exc,
+                    )
                 return Handled(settle(None, attempt), error=exc, step=True)
             return Handled(settle_step(retry_in), step=True)
         try:
@@ -175,8 +179,11 @@ class Engine:
                 min_seq=message.seq,
             )
         except Exception as exc:
-            level = logging.WARNING if isinstance(exc, WorldError) else logging.ERROR
-            log.log(level, "run %s: delivery failed (%r); it will be retried", message.run_id, exc)
+            if log_failures:
+                level = logging.WARNING if isinstance(exc, WorldError) else logging.ERROR
+                log.log(
+                    level, "run %s: delivery failed (%r); it will be retried", message.run_id, exc
+                )
             return Handled(settle(None, attempt), error=exc)
         return Handled(settle(report, attempt), report=report)
 

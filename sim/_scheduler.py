@@ -765,6 +765,7 @@ class Scheduler:
                 attempt=attempt,
                 limits=self.limits,
                 sync_in_thread=False,
+                log_failures=False,
             )
         except Crashed:
             record.status = "crashed"
