@@ -24,9 +24,11 @@ import attrs
 
 from durasim.worlds import World, WorldError
 
+from ._orchestrator import deliver_with
+from ._queued import run_queued_step
 from ._settlement import DROP, Settlement, settle, settle_step
 from ._signals import Cancellations
-from ._wake import MalformedMessage, StepMessage, parse_message
+from ._wake import MalformedMessage, StepMessage, WakeMessage, parse_message
 
 if TYPE_CHECKING:
     from ._delivery import Kept
@@ -119,8 +121,6 @@ class Engine:
         min_seq: int = 0,
     ) -> DeliveryReport:
         """One orchestrator delivery of ``run_id`` (:func:`durasim.runtime.deliver`)."""
-        from ._orchestrator import deliver_with  # noqa: PLC0415 -- the orchestrator imports us
-
         return await deliver_with(
             self,
             run_id,
@@ -153,9 +153,25 @@ class Engine:
         except MalformedMessage as exc:
             log.error("dropping a malformed message: %s", exc)
             return Handled(DROP)
-        if isinstance(message, StepMessage):
-            from ._queued import run_queued_step  # noqa: PLC0415 -- it imports the orchestrator
+        return await self.handle_message(
+            message,
+            attempt=attempt,
+            limits=limits,
+            sync_in_thread=sync_in_thread,
+            log_failures=log_failures,
+        )
 
+    async def handle_message(
+        self,
+        message: WakeMessage | StepMessage,
+        *,
+        attempt: int,
+        limits: Limits,
+        sync_in_thread: bool,
+        log_failures: bool = True,
+    ) -> Handled:
+        """:meth:`handle` for a message its driver has parsed already (the simulator)."""
+        if isinstance(message, StepMessage):
             try:
                 retry_in = await run_queued_step(
                     self.world, message.payload, sync_in_thread=sync_in_thread

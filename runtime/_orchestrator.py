@@ -45,7 +45,6 @@ from durasim.worlds import (
 from ._authoring import find_workflow
 from ._children import notify_parent
 from ._delivery import Kept, RunDelivery, Superseded, Writer, fail_unfenced
-from ._engine import engine_for
 from ._errors import ReplayDivergence
 from ._metadata import WorkflowMetadata
 from ._replay import Replay
@@ -70,6 +69,12 @@ __all__ = [
 log = logging.getLogger("durasim.runtime")
 
 T = EventType
+#: The statuses as module globals: an enum member read through its class is slow.
+_FINISHED = DeliveryStatus.FINISHED
+_RETRY = DeliveryStatus.RETRY
+_SUPERSEDED = DeliveryStatus.SUPERSEDED
+_SUSPENDED = DeliveryStatus.SUSPENDED
+_UNAVAILABLE = DeliveryStatus.UNAVAILABLE
 
 
 @attrs.frozen(kw_only=True)
@@ -130,6 +135,8 @@ class DeliveryReport:
 
 def forget_kept_replays(world: World) -> None:
     """Drop every replay this process keeps for ``world`` (tests, memory pressure)."""
+    from ._engine import engine_for  # noqa: PLC0415 -- the engine imports this module
+
     engine_for(world).forget_kept_replays()
 
 
@@ -170,6 +177,8 @@ async def deliver(
     message back (``unavailable``) instead of suspending without having seen
     what it was woken for.
     """
+    from ._engine import engine_for  # noqa: PLC0415 -- the engine imports this module
+
     return await engine_for(world).deliver(
         run_id, limits=limits, attempt=attempt, divergences=divergences, min_seq=min_seq
     )
@@ -192,7 +201,7 @@ async def deliver_with(
         await _deliver(engine, run_id, limits, report, attempt=attempt, min_seq=min_seq)
     except Superseded as exc:
         log.info("run %s: this delivery was superseded (%s); stopping", run_id, exc)
-        report.status = DeliveryStatus.SUPERSEDED
+        report.status = _SUPERSEDED
         # Another delivery may own the run, or this one read a stale prefix and
         # nobody does: a wake-up that must read the log at least as far as the
         # refusal saw it makes sure the run goes on either way (deduplicated).
@@ -203,12 +212,12 @@ async def deliver_with(
         log.warning("%s", exc)
         report.divergences += 1
         report.divergence = str(exc)
-        report.status = DeliveryStatus.RETRY
+        report.status = _RETRY
     except RunExpired:
-        report.status = DeliveryStatus.FINISHED
+        report.status = _FINISHED
     except RunNotFound:
         log.warning("run %s does not exist; dropping its message", run_id)
-        report.status = DeliveryStatus.FINISHED
+        report.status = _FINISHED
         return report
     if report.status == "finished":
         # Also on a redelivery of an ended run: a crash between the end and this
@@ -235,7 +244,7 @@ async def _deliver(
         if run.status.terminal:
             # Ended (a redelivery, a wake-up queued before the end, a cancel): the
             # run row is the fold of the log, so the log need not be read.
-            report.status = DeliveryStatus.FINISHED
+            report.status = _FINISHED
             return
     held = len(kept.events) if kept is not None else 0
     try:
@@ -250,10 +259,10 @@ async def _deliver(
             events = new
     except CorruptedLog as exc:
         await fail_unfenced(world, run_id, exc, "CORRUPTED_EVENT_LOG")
-        report.status = DeliveryStatus.FINISHED
+        report.status = _FINISHED
         return
     if _terminal(new) is not None:  # a kept prefix holds no end: it was kept suspended
-        report.status = DeliveryStatus.FINISHED
+        report.status = _FINISHED
         return
     if len(events) < min_seq:
         log.info(
@@ -266,7 +275,7 @@ async def _deliver(
         if kept is not None:
             del events[held:]
             engine.keep(run_id, kept)  # still valid: it covers a prefix of what was read
-        report.status = DeliveryStatus.UNAVAILABLE
+        report.status = _UNAVAILABLE
         return
     writer = Writer(world, run_id, events, seq_in_band)
     delivery = RunDelivery(world, writer, limits, report)
@@ -275,7 +284,7 @@ async def _deliver(
             FatalError(f"run {run_id} exceeded {limits.max_deliveries} deliveries of one message"),
             "MAX_DELIVERIES_EXCEEDED",
         )
-        report.status = DeliveryStatus.FINISHED
+        report.status = _FINISHED
         return
     try:
         definition = find_workflow(run.workflow_name)
@@ -283,7 +292,7 @@ async def _deliver(
         # Another worker may have the code: give the message back (after
         # max_deliveries the run fails above, MAX_DELIVERIES_EXCEEDED).
         log.error("run %s: %s; leaving it to a worker that has it", run_id, exc)
-        report.status = DeliveryStatus.UNAVAILABLE
+        report.status = _UNAVAILABLE
         return
     if not any(e.type is T.RUN_STARTED for e in events):
         await writer.write(EventRequest.of("run_started"))
@@ -307,9 +316,9 @@ async def _deliver(
                 )
                 error.__cause__ = replay
                 await delivery.fail(error, "CORRUPTED_EVENT_LOG")
-                report.status = DeliveryStatus.FINISHED
+                report.status = _FINISHED
             else:
-                report.status = DeliveryStatus.RETRY
+                report.status = _RETRY
             return
         writer.replay = replay
         writer.stale = False
@@ -329,7 +338,7 @@ async def _deliver(
         writer.expected += landed_in_band
         if _terminal(landed) is not None:
             report.events_written = writer.written
-            report.status = DeliveryStatus.FINISHED
+            report.status = _FINISHED
             return
         if not landed and writer.written == written_before:
             # Refused, yet the log shows nothing new (a World whose reads lag its
@@ -338,7 +347,7 @@ async def _deliver(
                 "run %s: a write was refused and the log shows why not; retrying later", run_id
             )
             report.events_written = writer.written
-            report.status = DeliveryStatus.RETRY
+            report.status = _RETRY
             return
         log.info(
             "run %s: events from another writer landed amid this delivery's writes; "

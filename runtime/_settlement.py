@@ -75,6 +75,9 @@ class Settlement:
         return self.delay if self.action is SettleAction.RELEASE else None
 
 
+# Module globals: an enum member read through its class is slow (every delivery settles).
+_UNAVAILABLE, _RETRY = DeliveryStatus.UNAVAILABLE, DeliveryStatus.RETRY
+_RELEASE, _REQUEUE = SettleAction.RELEASE, SettleAction.REQUEUE
 ACK = Settlement(SettleAction.ACK)
 DROP = Settlement(SettleAction.DROP)
 
@@ -89,14 +92,13 @@ def settle(report: DeliveryReport | None, attempt: int) -> Settlement:
 
     ``None``: the delivery raised (a World failure, or a bug): release with a back-off.
     """
-    if report is None or report.status == DeliveryStatus.UNAVAILABLE:
-        return Settlement(SettleAction.RELEASE, delay=backoff(attempt))
-    if report.status == DeliveryStatus.RETRY:
-        wake = WakeMessage(report.run_id, divergences=report.divergences)
-        return Settlement(SettleAction.REQUEUE, wake=wake)
+    if report is None or report.status == _UNAVAILABLE:
+        return Settlement(_RELEASE, delay=backoff(attempt))
+    if report.status == _RETRY:
+        return Settlement(_REQUEUE, wake=WakeMessage(report.run_id, divergences=report.divergences))
     return ACK
 
 
 def settle_step(retry_in: float | None) -> Settlement:
     """The settlement of a queued step's message: ack it, or release it after ``retry_in``."""
-    return ACK if retry_in is None else Settlement(SettleAction.RELEASE, delay=retry_in)
+    return ACK if retry_in is None else Settlement(_RELEASE, delay=retry_in)

@@ -30,6 +30,7 @@ from durasim.runtime.lowlevel import (
     REQUEUE_DELAY,
     STEP_METADATA,
     StepMessage,
+    WakeMessage,
     engine_for,
     parse_message,
     wall_monotonic,
@@ -41,7 +42,6 @@ from durasim.worlds import (
     EventRequest,
     EventResult,
     IdSource,
-    Message,
     Snapshot,
     World,
     WorldError,
@@ -747,21 +747,24 @@ class Scheduler:
             f"d{number} {what} {message.message_id} {message.queue_name} run={run_id} "
             f"attempt={message.attempt}",
         )
-        coro = self._deliver(record, message.attempt, message, delivery)
+        coro = self._deliver(record, message.attempt, parsed, delivery)
         context = contextvars.copy_context()
         context.run(ACTOR.set, actor)
         record.task = self.loop.create_task(coro, context=context)
         return record
 
     async def _deliver(
-        self, record: DeliveryRecord, attempt: int, message: Message, delivery: Any
+        self,
+        record: DeliveryRecord,
+        attempt: int,
+        message: WakeMessage | StepMessage,
+        delivery: Any,
     ) -> None:
         # The engine runs the message and decides its settlement, as for a Worker;
         # the simulator only applies it to its queue (without a choice point).
         try:
-            handled = await self.engine.handle(
-                message.queue_name,
-                message.payload,
+            handled = await self.engine.handle_message(
+                message,
                 attempt=attempt,
                 limits=self.limits,
                 sync_in_thread=False,

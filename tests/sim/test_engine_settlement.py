@@ -1,8 +1,10 @@
 """The worker and the simulator settle a message through the same engine code.
 
-Both hand every claimed message to :meth:`Engine.handle`, which parses it, runs
+Both hand every claimed message to the engine (the worker to
+:meth:`Engine.handle`, which parses it; the simulator, which parsed it to name
+its writer, to :meth:`Engine.handle_message`, which ``handle`` calls), which runs
 it and maps its end to a settlement with the one :func:`settle`; the drivers only
-apply what it returns.  The tests spy on that one function.
+apply what it returns.  The tests spy on ``handle_message``.
 """
 
 from __future__ import annotations
@@ -37,15 +39,16 @@ Seen = list[tuple[str, Any, int, Handled]]
 def seen(monkeypatch: pytest.MonkeyPatch) -> Seen:
     """Every message any driver handled: (driver's world type, message, attempt, Handled)."""
     records: Seen = []
-    handle = Engine.handle
+    handle = Engine.handle_message
 
-    async def spy(self: Engine, queue_name: str, payload: Any, **options: Any) -> Handled:
-        handled = await handle(self, queue_name, payload, **options)
-        message = parse_message(queue_name, payload)
+    async def spy(self: Engine, message: Any, **options: Any) -> Handled:
+        handled = await handle(self, message, **options)
         records.append((type(self.world).__name__, message, options["attempt"], handled))
         return handled
 
-    monkeypatch.setattr(Engine, "handle", spy)
+    # The worker calls Engine.handle (which parses, then calls this); the
+    # simulator, which parsed the message to name its writer, calls it directly.
+    monkeypatch.setattr(Engine, "handle_message", spy)
     return records
 
 
