@@ -23,8 +23,10 @@ from typing import Any
 
 import attrs
 
-from durasim.runtime import Limits, deliver
+from durasim.runtime import Limits
+from durasim.runtime.lowlevel import Engine
 from durasim.worlds import (
+    RUN_TERMINAL_TYPES,
     CountingIds,
     DurasimError,
     Event,
@@ -40,7 +42,7 @@ from durasim.worlds import (
 __all__ = ["VERDICTS", "ReplayVerdict", "verify_replay", "verify_replay_log"]
 
 T = EventType
-_TERMINAL = frozenset({T.RUN_COMPLETED, T.RUN_FAILED, T.RUN_CANCELLED})
+_TERMINAL = RUN_TERMINAL_TYPES
 #: Fields a World fills in itself: never sent back when seeding.
 _WORLD_ONLY = {
     T.STEP_STARTED: ("attempt",),
@@ -249,7 +251,8 @@ async def verify_replay_log(
     oracle = _OracleWorld(store, written, refused)
     limits = limits or Limits()
     limits = attrs.evolve(limits, keep_replays=False, sync_steps="inline", queue_steps=False)
-    report = await deliver(oracle, run_id, limits=limits)
+    # Its own engine, as a fresh process's: nothing kept from another delivery.
+    report = await Engine(oracle).deliver(run_id, limits=limits)
     return _judge(run_id, terminal, report, tuple(written), refused)
 
 

@@ -24,8 +24,7 @@ import attrs
 
 from durasim.worlds import DurasimError
 
-from ._authoring import STEP_CALLER
-from ._metadata import STEP_WORLD
+from ._context import running
 from ._signals import CANCEL_ATTR, DEFAULT_POLL, cancelled_reason, wait_cancelled
 from .serialization import serializable
 
@@ -56,19 +55,20 @@ class CancellationToken:
     @property
     def cancelled(self) -> bool:
         """Whether the token is cancelled (as far as this process knows, in a step)."""
-        caller = STEP_CALLER.get()
-        if caller is not None and hasattr(caller, "cancellations"):
+        now = running()
+        caller = now.replay("cancellations")
+        if caller is not None:
             return self.token_id in caller.cancellations
-        return cancelled_reason(STEP_WORLD.get(), self.key) is not None
+        return cancelled_reason(now.world, self.key) is not None
 
     async def wait(self, *, poll: float = DEFAULT_POLL) -> str:
         """In a step: wait until the workflow cancels the token; the reason."""
-        return await wait_cancelled(STEP_WORLD.get(), self.key, self.run_id, poll=poll)
+        return await wait_cancelled(running().world, self.key, self.run_id, poll=poll)
 
 
 def _workflow_caller(what: str) -> Any:
-    caller = STEP_CALLER.get()
-    if caller is None or not hasattr(caller, "new_cancellation"):
+    caller = running().replay("new_cancellation")
+    if caller is None:
         raise DurasimError(
             f"{what} is for workflow code: make and cancel tokens in a @workflow function, "
             "and pass the token to steps"

@@ -61,7 +61,6 @@ PARENT_ATTR = "durasim.parent_run_id"
 ROOT_ATTR = "durasim.root_run_id"
 _TOKEN_PREFIX = "durasim.child:"  # noqa: S105 -- a hook token prefix, not a secret
 START_CHILD_STEP = "step//durasim//start_child"
-_TERMINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 def child_run_id(parent_run_id: str, number: str) -> str:
@@ -141,7 +140,7 @@ assert start_child.definition.step_id == START_CHILD_STEP
 async def child_outcome(child_id: str) -> dict[str, Any] | None:
     """The child's outcome if it has ended, else ``None``."""
     run = await step_world().runs.get(child_id)
-    return outcome_of(run) if run.status in _TERMINAL else None
+    return outcome_of(run) if run.status.terminal else None
 
 
 async def await_child(child_id: str) -> Any:
@@ -160,7 +159,7 @@ async def notify_parent(world: World, run_id: str) -> None:
     except RunNotFound:
         return
     parent = run.attributes.get(PARENT_ATTR)
-    if not parent or run.status not in _TERMINAL:
+    if not parent or not run.status.terminal:
         return
     with contextlib.suppress(HookNotFoundError):  # the parent is not waiting (yet, or any more)
         await resume_hook(

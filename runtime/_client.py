@@ -17,9 +17,10 @@ from durasim.worlds import (
     World,
 )
 
-from ._authoring import STEP_CALLER, workflow_definition
+from ._authoring import workflow_definition
 from ._children import await_child, cascade_cancel, notify_parent, outcome_of, raise_or_return
 from ._children import start_child as _start_child_step
+from ._context import running
 from ._orchestrator import enqueue_wake
 from ._signals import mark_cancelled
 from ._streams import read_stream as _read_stream
@@ -29,7 +30,7 @@ __all__ = ["Run", "get_run", "start"]
 
 
 def _in_workflow() -> bool:
-    return hasattr(STEP_CALLER.get(), "create_hook")
+    return running().replay("create_hook") is not None
 
 
 @attrs.define(eq=False)

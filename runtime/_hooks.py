@@ -18,13 +18,13 @@ from __future__ import annotations
 import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Generator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import attrs
 
 from durasim.worlds import Event, EventRequest, HookNotFound, World
 
-from ._authoring import STEP_CALLER
+from ._context import running
 from ._errors import HookConflictError, HookDisposedError, HookNotFoundError
 from ._guards import unguarded
 from ._wake import enqueue_wake
@@ -167,13 +167,13 @@ class Hook:
 
 
 def _caller(what: str) -> HookCaller:
-    caller = STEP_CALLER.get()
-    if caller is None or not hasattr(caller, "create_hook"):
+    caller = running().replay("create_hook")
+    if caller is None:
         raise HookNotFoundError(
             f"{what} was called outside workflow code: create hooks in a @workflow function; "
             "from outside, resume them with resume_hook(token, payload, world=...)"
         )
-    return caller  # type: ignore[return-value]  # the Replay, checked by duck typing
+    return cast("HookCaller", caller)  # the Replay, checked by duck typing
 
 
 def create_hook(token: str | None = None, metadata: Any = None) -> Hook:

@@ -1,5 +1,8 @@
 """What this process knows is cancelled: runs and workflow-made tokens.
 
+Each World's :class:`~durasim.runtime.lowlevel.Engine` holds its own
+:class:`Cancellations` (no table keyed by World identity).
+
 Keys are a run id, or ``<run id>/durasim.cancel.<token id>`` for a token.  The
 log is the truth; this registry is how a step body in this process learns of
 it quickly: a cancel written here is marked at once, and a waiting awaitable
@@ -9,9 +12,7 @@ reads the run every ``poll`` seconds (:func:`refresh`).
 from __future__ import annotations
 
 import asyncio
-import itertools
 import threading
-import weakref
 from collections import OrderedDict
 
 from durasim.worlds import RunStatus, World
@@ -19,6 +20,7 @@ from durasim.worlds import RunStatus, World
 __all__ = [
     "CANCEL_ATTR",
     "DEFAULT_POLL",
+    "Cancellations",
     "cancelled_reason",
     "mark_cancelled",
     "refresh",
@@ -31,39 +33,70 @@ CANCEL_ATTR = "durasim.cancel."
 DEFAULT_POLL = 1.0
 _MAX_KEYS = 10_000
 
-_Key = tuple[int, str]  # (the World's serial in this process, key)
-_lock = threading.Lock()
-_reasons: OrderedDict[_Key, str] = OrderedDict()  # bounded, oldest dropped
-_waiters: dict[_Key, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[str]]]] = {}
-_serials: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
-_next_serial = itertools.count(1)
+
+class Cancellations:
+    """What one World's engine knows is cancelled (thread-safe: step threads read it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reasons: OrderedDict[str, str] = OrderedDict()  # bounded, oldest dropped
+        self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[str]]]] = {}
+
+    def mark(self, key: str, reason: str) -> None:
+        """Record that ``key`` is cancelled, and wake whoever waits for it."""
+        with self._lock:
+            self._reasons[key] = reason
+            self._reasons.move_to_end(key)
+            while len(self._reasons) > _MAX_KEYS:
+                self._reasons.popitem(last=False)
+            waiting = self._waiters.pop(key, [])
+        for loop, future in waiting:
+            loop.call_soon_threadsafe(_resolve, future, reason)
+
+    def reason(self, key: str) -> str | None:
+        """The reason ``key`` was cancelled, if known."""
+        with self._lock:
+            return self._reasons.get(key)
+
+    def subscribe(
+        self, key: str, loop: asyncio.AbstractEventLoop, future: asyncio.Future[str]
+    ) -> str | None:
+        """The reason if known; else resolve ``future`` with it when it is marked."""
+        with self._lock:
+            known = self._reasons.get(key)
+            if known is None:
+                self._waiters.setdefault(key, []).append((loop, future))
+        return known
+
+    def unsubscribe(
+        self, key: str, loop: asyncio.AbstractEventLoop, future: asyncio.Future[str]
+    ) -> None:
+        """Forget a waiter :meth:`subscribe` registered."""
+        with self._lock:
+            entries = self._waiters.get(key, [])
+            if (loop, future) in entries:
+                entries.remove((loop, future))
+            if not entries:
+                self._waiters.pop(key, None)
 
 
-def _scoped(world: World | None, key: str) -> _Key:
+#: Cancellations of code that runs with no World (a step body called directly).
+_WORLDLESS = Cancellations()
+
+
+def _registry(world: World | None) -> Cancellations:
     # Run ids are unique within one World only: two Worlds in one process (tests,
-    # the simulator) may both have a run-1.
+    # the simulator) may both have a run-1, so each World's engine has its own.
     if world is None:
-        return (0, key)
-    try:
-        serial = _serials.get(world)
-        if serial is None:
-            serial = _serials[world] = next(_next_serial)
-    except TypeError:  # not weak-referenceable: its id, for as long as it lives
-        serial = -id(world)
-    return (serial, key)
+        return _WORLDLESS
+    from ._engine import engine_for  # noqa: PLC0415 -- the engine imports the orchestrator
+
+    return engine_for(world).cancellations
 
 
 def mark_cancelled(world: World | None, key: str, reason: str) -> None:
     """Record that ``key`` (a run id, or ``<run id>/durasim.cancel.<token>``) is cancelled."""
-    scoped = _scoped(world, key)
-    with _lock:
-        _reasons[scoped] = reason
-        _reasons.move_to_end(scoped)
-        while len(_reasons) > _MAX_KEYS:
-            _reasons.popitem(last=False)
-        waiting = _waiters.pop(scoped, [])
-    for loop, future in waiting:
-        loop.call_soon_threadsafe(_resolve, future, reason)
+    _registry(world).mark(key, reason)
 
 
 def _resolve(future: asyncio.Future[str], reason: str) -> None:
@@ -73,8 +106,7 @@ def _resolve(future: asyncio.Future[str], reason: str) -> None:
 
 def cancelled_reason(world: World | None, key: str) -> str | None:
     """The reason ``key`` of ``world`` was cancelled, if this process knows it was."""
-    with _lock:
-        return _reasons.get(_scoped(world, key))
+    return _registry(world).reason(key)
 
 
 async def refresh(world: World, run_id: str) -> None:
@@ -93,11 +125,8 @@ async def wait_cancelled(
     """Wait until ``key`` is cancelled; its reason.  Reads the run every ``poll`` s."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[str] = loop.create_future()
-    scoped = _scoped(world, key)
-    with _lock:
-        known = _reasons.get(scoped)
-        if known is None:
-            _waiters.setdefault(scoped, []).append((loop, future))
+    registry = _registry(world)
+    known = registry.subscribe(key, loop, future)
     if known is not None:
         return known
     try:
@@ -110,9 +139,4 @@ async def wait_cancelled(
             if done:
                 return future.result()
     finally:
-        with _lock:
-            entries = _waiters.get(scoped, [])
-            if (loop, future) in entries:
-                entries.remove((loop, future))
-            if not entries:
-                _waiters.pop(scoped, None)
+        registry.unsubscribe(key, loop, future)

@@ -30,7 +30,8 @@ import attrs
 
 from durasim.worlds import DurasimError, InvalidRequest, World
 
-from ._metadata import STEP_METADATA, WORKFLOW_METADATA, StepMetadata, step_world
+from ._context import running
+from ._metadata import StepMetadata, step_world
 from .serialization import FatalError, deserialize, serializable, serialize
 
 __all__ = [
@@ -157,9 +158,10 @@ class Writable:
             return done
 
     def _bind(self, what: str) -> tuple[World, StepMetadata]:
-        step = STEP_METADATA.get()
+        now = running()
+        step = now.step
         if step is None:
-            where = "in workflow code" if WORKFLOW_METADATA.get() else "outside a step body"
+            where = "in workflow code" if now.workflow else "outside a step body"
             raise DurasimError(
                 f"Writable.{what}() on stream {self.namespace!r} was called {where}: pass "
                 "the writable to a step and call it from the step body"
@@ -250,11 +252,12 @@ def get_writable(namespace: str | None = None) -> Writable:
         DurasimError: called outside a workflow or a step body.
     """
     name = _check_namespace(namespace)
-    step = STEP_METADATA.get()
+    now = running()
+    step = now.step
     if step is not None:
         step_world()  # fail here rather than at the first write
         return Writable(run_id=step.run_id, namespace=name)
-    workflow = WORKFLOW_METADATA.get()
+    workflow = now.workflow
     if workflow is not None:
         return Writable(run_id=workflow.run_id, namespace=name)
     raise DurasimError(

@@ -1,17 +1,93 @@
-"""Queueing a delivery of a run: the one message format every waker uses."""
+"""Queueing a delivery of a run: the one message format every waker uses.
+
+A message is written by :func:`wake_message` and read by :func:`parse_message`
+only: the worker, the simulator and the oracle never look inside a payload.
+"""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from durasim.worlds import World
+import attrs
 
-__all__ = ["ORCHESTRATOR_QUEUE", "QUEUE_PREFIX", "STEP_QUEUE", "enqueue_wake", "wake_message"]
+from durasim.worlds import DurasimError, World
+
+__all__ = [
+    "ORCHESTRATOR_QUEUE",
+    "QUEUE_PREFIX",
+    "STEP_QUEUE",
+    "MalformedMessage",
+    "StepMessage",
+    "WakeMessage",
+    "enqueue_wake",
+    "parse_message",
+    "wake_message",
+]
 
 ORCHESTRATOR_QUEUE = "durasim.run"
 STEP_QUEUE = "durasim.step"
 #: What workers claim: every durasim queue.
 QUEUE_PREFIX = "durasim."
+
+
+class MalformedMessage(DurasimError, ValueError):
+    """A queue message whose payload is not one durasim wrote (it is dropped)."""
+
+
+@attrs.frozen
+class WakeMessage:
+    """An orchestrator message: deliver ``run_id``.
+
+    Attributes:
+        run_id: the run to deliver.
+        divergences: recovery replays the run has had after a divergence.
+        seq: the position the sender wrote (0: none); the delivery must read that far.
+    """
+
+    run_id: str
+    divergences: int = 0
+    seq: int = 0
+
+    def encode(self) -> bytes:
+        """The payload bytes (as :func:`wake_message` writes them)."""
+        return wake_message(self.run_id, divergences=self.divergences, seq=self.seq)
+
+
+@attrs.frozen
+class StepMessage:
+    """A queued step attempt: run step ``correlation_id`` of ``run_id``.
+
+    Attributes:
+        run_id: the step's run.
+        correlation_id: the step's correlation id (its name in the log).
+        payload: the message's bytes, as :func:`run_queued_step` takes them.
+    """
+
+    run_id: str
+    correlation_id: str
+    payload: bytes
+
+
+def parse_message(queue_name: str, payload: bytes | str) -> WakeMessage | StepMessage:
+    """The typed message of ``payload`` on ``queue_name``.
+
+    Raises:
+        MalformedMessage: the payload is not a message durasim wrote.
+    """
+    try:
+        body: Any = json.loads(payload)
+        if queue_name == STEP_QUEUE:
+            raw = payload.encode() if isinstance(payload, str) else bytes(payload)
+            return StepMessage(str(body["run"]), str(body["step"]), raw)
+        return WakeMessage(
+            str(body["run"]), int(body.get("divergences", 0)), int(body.get("seq", 0))
+        )
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise MalformedMessage(
+            f"queue message on {queue_name!r} is malformed ({exc!r}): {payload!r}; "
+            "durasim queues carry only what wake_message() and the step queue write"
+        ) from exc
 
 
 def wake_message(run_id: str, *, divergences: int = 0, seq: int = 0) -> bytes:

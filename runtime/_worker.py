@@ -1,9 +1,10 @@
 """Workers: claim orchestrator messages and run deliveries.
 
-A :class:`Worker` serves one World.  Each claimed message is one delivery
-(:func:`deliver`); the lease is renewed while it runs, and the message is acked
-when the delivery ends, released with a back-off when the World failed under
-it, and re-queued with a count when the replay diverged.  Runs whose deliveries
+A :class:`Worker` serves one World through its engine: each claimed message is
+handed to :meth:`Engine.handle`, which runs it and says how to settle it (the
+lease is renewed meanwhile): acked when the delivery ends, released with a
+back-off when the World failed under it, and re-queued with a count when the
+replay diverged (:func:`~durasim.runtime.lowlevel.settle`).  Runs whose deliveries
 died are recovered by the queue itself: an unacked message is redelivered, with
 the same id, once its lease expires.
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -21,18 +21,13 @@ from typing import Any
 from durasim.worlds import Delivery, World, WorldError
 
 from ._client import Run
+from ._engine import engine_for
 from ._errors import RunNotFinished
-from ._orchestrator import (
-    QUEUE_PREFIX,
-    STEP_QUEUE,
-    DeliveryReport,
-    Limits,
-    deliver,
-    enqueue_wake,
-)
-from ._queued import run_queued_step
+from ._orchestrator import QUEUE_PREFIX, DeliveryReport, Limits
+from ._settlement import REQUEUE_DELAY, DeliveryStatus, SettleAction, Settlement
+from ._wake import enqueue_wake
 
-__all__ = ["REPORTS_KEPT", "Worker"]
+__all__ = ["REPORTS_KEPT", "Worker", "apply_settlement"]
 
 #: Delivery reports a worker keeps (older ones are dropped).
 REPORTS_KEPT = 1000
@@ -64,6 +59,7 @@ class Worker:
         on_report: Callable[[DeliveryReport], None] | None = None,
     ) -> None:
         self.world = world
+        self.engine = engine_for(world)
         self.limits = limits or Limits()
         self.lease_seconds = lease_seconds
         self.concurrency = concurrency
@@ -157,74 +153,32 @@ class Worker:
             await asyncio.gather(sleep, stopping, return_exceptions=True)
 
     async def _handle(self, delivery: Delivery) -> DeliveryReport | None:
-        if delivery.message.queue_name == STEP_QUEUE:
-            await self._handle_step(delivery)
-            return None
-        try:
-            payload = json.loads(delivery.payload)
-            run_id = str(payload["run"])
-            divergences = int(payload.get("divergences", 0))
-            min_seq = int(payload.get("seq", 0))
-        except (ValueError, KeyError, TypeError):
-            log.error("dropping malformed message %s: %r", delivery.message_id, delivery.payload)
-            await self.world.queue.ack(delivery)
-            return DeliveryReport(run_id="?", status="finished")
         renew = asyncio.ensure_future(self._renew(delivery))
         try:
-            report = await deliver(
-                self.world,
-                run_id,
-                limits=self.limits,
+            handled = await self.engine.handle(
+                delivery.message.queue_name,
+                delivery.payload,
                 attempt=delivery.attempt,
-                divergences=divergences,
-                min_seq=min_seq,
+                limits=self.limits,
+                sync_in_thread=self.limits.sync_steps == "thread",
             )
-        except Exception as exc:
-            # A World failure (or a bug) must not take the worker down: the message
-            # goes back with a back-off, and max_deliveries bounds the retries.
-            level = logging.WARNING if isinstance(exc, WorldError) else logging.ERROR
-            log.log(level, "run %s: delivery failed (%r); it will be retried", run_id, exc)
-            renew.cancel()
-            await self._settle(delivery, release_after=min(60.0, 2.0**delivery.attempt))
-            return DeliveryReport(run_id=run_id, status="retry")
         finally:
             renew.cancel()
-        if report.status == "unavailable":
-            await self._settle(delivery, release_after=min(60.0, 2.0**delivery.attempt))
-            self._report(report)
-            return report
-        if report.status == "retry":
-            await enqueue_wake(self.world, run_id, delay=1.0, divergences=report.divergences)
-        await self._settle(delivery)
-        self._report(report)
-        return report
+        await apply_settlement(self.world, delivery, handled.settlement)
+        if handled.step:
+            return None
+        if handled.settlement.action is SettleAction.DROP:
+            return DeliveryReport(run_id="?", status=DeliveryStatus.FINISHED)
+        if handled.report is None:  # the delivery raised: not reported, as before
+            run_id = delivery.message.run_id or "?"
+            return DeliveryReport(run_id=run_id, status=DeliveryStatus.RETRY)
+        self._report(handled.report)
+        return handled.report
 
     def _report(self, report: DeliveryReport) -> None:
         self.reports.append(report)
         if self.on_report is not None:
             self.on_report(report)
-
-    async def _handle_step(self, delivery: Delivery) -> None:
-        renew = asyncio.ensure_future(self._renew(delivery))
-        try:
-            retry_in = await run_queued_step(
-                self.world, delivery.payload, sync_in_thread=self.limits.sync_steps == "thread"
-            )
-        except Exception as exc:
-            log.warning("queued step %s failed to run (%r); retrying", delivery.message_id, exc)
-            retry_in = min(60.0, 2.0**delivery.attempt)
-        finally:
-            renew.cancel()
-        await self._settle(delivery, release_after=retry_in)
-
-    async def _settle(self, delivery: Delivery, *, release_after: float | None = None) -> None:
-        try:
-            if release_after is None:
-                await self.world.queue.ack(delivery)
-            else:
-                await self.world.queue.release(delivery, delay=release_after)
-        except WorldError as exc:
-            log.info("message %s could not be settled (%s)", delivery.message_id, exc)
 
     async def _renew(self, delivery: Delivery) -> None:
         current = delivery
@@ -232,3 +186,19 @@ class Worker:
             while True:
                 await asyncio.sleep(self.lease_seconds / 3)
                 current = await self.world.queue.extend(current, lease_seconds=self.lease_seconds)
+
+
+async def apply_settlement(world: World, delivery: Delivery, settlement: Settlement) -> None:
+    """Do what ``settlement`` says with ``delivery``'s message on ``world``'s queue."""
+    try:
+        if settlement.wake is not None:
+            wake = settlement.wake
+            await enqueue_wake(
+                world, wake.run_id, delay=REQUEUE_DELAY, divergences=wake.divergences
+            )
+        if settlement.release_after is None:
+            await world.queue.ack(delivery)
+        else:
+            await world.queue.release(delivery, delay=settlement.release_after)
+    except WorldError as exc:
+        log.info("message %s could not be settled (%s)", delivery.message_id, exc)

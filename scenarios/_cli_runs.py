@@ -25,7 +25,7 @@ from durasim.runtime import (
     start,
     workflow_definition,
 )
-from durasim.runtime._modules import importable_name
+from durasim.runtime.lowlevel import importable_name
 from durasim.worlds import DurasimError, Event, World
 
 from ._cli_world import open_world

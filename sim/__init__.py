@@ -31,7 +31,7 @@ from ._loop import SimLoop
 from ._points import Match, Point, Writer, WriterPattern, step_short_name
 from ._queue import SimQueue
 from ._reports import IdleReport, RunOutcome, RunStall, SimSnapshot, StallReport, StuckCode
-from ._scheduler import FAULT_KINDS, Rejection, Scheduler
+from ._scheduler import FAULT_KINDS, FaultKind, Rejection, Scheduler
 from ._sim import DeferredCommit, Hold, Sim, WriterHandle, simulate
 from ._trace import Trace, TraceEntry
 from ._world import SimWorld
@@ -44,6 +44,7 @@ __all__ = [
     "ChoiceSource",
     "Crashed",
     "DeferredCommit",
+    "FaultKind",
     "FifoChoices",
     "Hold",
     "HoldNeverReached",

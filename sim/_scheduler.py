@@ -8,26 +8,33 @@ the choice source which one goes; a single candidate needs no choice.  Only
 when there is none does it jump the clock to the next loop timer or due
 message; when there is nothing at all the simulation is quiescent and the
 script's waiters are answered.  The scheduler is the worker: it claims
-messages from the recording queue and runs the runtime's own ``deliver()`` /
-``run_queued_step()`` on them, settling each as a worker would.
+messages from the recording queue and hands each to the World's engine
+(:meth:`Engine.handle`, as a ``Worker`` does), then applies the settlement the
+engine returns; it keeps only choosing, faults and virtual time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import enum
 import functools
-import json
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from durasim.runtime import Limits, deliver
-from durasim.runtime._determinism import wall_monotonic
-from durasim.runtime._metadata import STEP_METADATA
-from durasim.runtime._queued import run_queued_step
-from durasim.runtime._wake import STEP_QUEUE, wake_message
+from durasim.runtime import Limits
+from durasim.runtime.lowlevel import (
+    ORCHESTRATOR_QUEUE,
+    REQUEUE_DELAY,
+    STEP_METADATA,
+    StepMessage,
+    WakeMessage,
+    engine_for,
+    parse_message,
+    wall_monotonic,
+)
 from durasim.worlds import (
     BatchResult,
     Event,
@@ -59,7 +66,7 @@ from ._world import ACTOR, Actor, SimWorld
 if TYPE_CHECKING:
     from ._reports import StuckCode
 
-__all__ = ["FAULT_KINDS", "Rejection", "Scheduler"]
+__all__ = ["FAULT_KINDS", "FaultKind", "Rejection", "Scheduler"]
 
 T = TypeVar("T")
 
@@ -67,8 +74,23 @@ _OUTCOMES = frozenset({"step_completed", "step_failed", "step_retrying"})
 _WRITES = frozenset({"events.create", "events.create_batch"})
 #: A loop timer within this many seconds of the loop's time is due (SimLoop's resolution).
 _LOOP_RESOLUTION = 1e-6
-#: Fault kinds the choice source may inject when enabled.
-FAULT_KINDS = ("crash", "fail", "duplicate", "expire_lease", "withhold", "drop", "delay")
+
+
+class FaultKind(enum.StrEnum):
+    """A fault the choice source may inject when enabled."""
+
+    CRASH = "crash"  # a delivery's process dies at a World call
+    FAIL = "fail"  # a World call raises a WorldError
+    DUPLICATE = "duplicate"  # a message is delivered twice at once
+    EXPIRE_LEASE = "expire_lease"  # a running delivery's lease ends
+    WITHHOLD = "withhold"  # a log read misses the latest committed event (a stale read)
+    DROP = "drop"  # a committed write is reported failed
+    DELAY = "delay"  # a message is delivered later than due
+
+
+#: Fault kinds the choice source may inject when enabled (as plain strings, in a
+#: fixed order: explorations draw from this tuple, so its order is part of a seed).
+FAULT_KINDS: tuple[str, ...] = tuple(kind.value for kind in FaultKind)
 
 
 @attrs.frozen(kw_only=True)
@@ -151,6 +173,7 @@ class Scheduler:
         self.loop.on_idle = self.on_idle
         self.queue = SimQueue(clock, ids)
         self.world = SimWorld(self, store, self.queue, clock)
+        self.engine = engine_for(self.world)
         self.trace = Trace(clock)
         self.faults = tuple(faults)
         self.fault_odds = max(2, fault_odds)
@@ -574,26 +597,31 @@ class Scheduler:
         else:
             self.launch(candidate)
 
-    def _applicable(self, candidate: Parked | QueueSlot) -> list[str]:
+    def _applicable(self, candidate: Parked | QueueSlot) -> list[FaultKind]:
         if isinstance(candidate, Parked):
-            kinds = ["crash", "expire_lease", "withhold", "duplicate"]
+            kinds = [
+                FaultKind.CRASH,
+                FaultKind.EXPIRE_LEASE,
+                FaultKind.WITHHOLD,
+                FaultKind.DUPLICATE,
+            ]
             if candidate.point.phase == "before":
-                kinds.append("fail")
+                kinds.append(FaultKind.FAIL)
             if candidate.actor.writer.kind == EXTERNAL:
-                kinds = [k for k in kinds if k in ("fail", "withhold")]
+                kinds = [k for k in kinds if k in (FaultKind.FAIL, FaultKind.WITHHOLD)]
         else:
-            kinds = ["drop", "delay", "duplicate"]
+            kinds = [FaultKind.DROP, FaultKind.DELAY, FaultKind.DUPLICATE]
         return [k for k in kinds if k in self.faults]
 
     def _inject(self, kind: str, candidate: Parked | QueueSlot) -> bool:
         """Apply fault ``kind``; True if the candidate must not also go ahead."""
         if isinstance(candidate, QueueSlot):
             message = candidate.message
-            if kind == "drop":
+            if kind == FaultKind.DROP:
                 self.queue.drop(message.message_id)
                 self.trace.add("fault", f"dropped {message.message_id} ({message.run_id})")
                 return True
-            if kind == "delay":
+            if kind == FaultKind.DELAY:
                 seconds = float(1 + self._choose(60, "delay"))
                 self.queue.delay(message.message_id, seconds)
                 self.trace.add("fault", f"delayed {message.message_id} by {seconds:g} s")
@@ -602,18 +630,18 @@ class Scheduler:
             self.launch(candidate, duplicate=True)
             return True
         actor, point = candidate.actor, candidate.point
-        if kind == "crash":
+        if kind == FaultKind.CRASH:
             self.crash(actor, point)
             return False  # it resumes only to unwind
-        if kind == "fail":
+        if kind == FaultKind.FAIL:
             candidate.fail = True
             self.trace.add("fault", f"transient failure of {point.describe()}")
-        elif kind == "expire_lease" and actor.message_id is not None:
+        elif kind == FaultKind.EXPIRE_LEASE and actor.message_id is not None:
             self.expire(actor.message_id, redeliver=True)
-        elif kind == "withhold":
+        elif kind == FaultKind.WITHHOLD:
             self._withhold_armed.append((1, point.run_id))
             self.trace.add("fault", f"the next event of {point.run_id} is withheld from 1 read")
-        elif kind == "duplicate" and actor.message_id is not None:
+        elif kind == FaultKind.DUPLICATE and actor.message_id is not None:
             slot = self.queue.slot(actor.message_id)
             if slot is not None:
                 self.launch(slot, duplicate=True)
@@ -697,14 +725,13 @@ class Scheduler:
         else:
             delivery = self.queue.take(message.message_id, lease_seconds=self.lease_seconds)
             message = delivery.message
-        step = message.queue_name == STEP_QUEUE
-        body: dict[str, Any] = json.loads(message.payload)
-        run_id = str(body.get("run")) if "run" in body else message.run_id
-        if step:
+        parsed = parse_message(message.queue_name, message.payload)
+        run_id = parsed.run_id
+        if isinstance(parsed, StepMessage):
             writer = Writer(
                 kind=STEP,
                 run_id=run_id,
-                name=step_short_name(str(body.get("step", ""))),
+                name=step_short_name(parsed.correlation_id),
                 delivery=number,
             )
         else:
@@ -720,59 +747,57 @@ class Scheduler:
             f"d{number} {what} {message.message_id} {message.queue_name} run={run_id} "
             f"attempt={message.attempt}",
         )
-        coro = self._deliver(record, message.attempt, body, delivery)
+        coro = self._deliver(record, message.attempt, parsed, delivery)
         context = contextvars.copy_context()
         context.run(ACTOR.set, actor)
         record.task = self.loop.create_task(coro, context=context)
         return record
 
     async def _deliver(
-        self, record: DeliveryRecord, attempt: int, body: dict[str, Any], delivery: Any
+        self,
+        record: DeliveryRecord,
+        attempt: int,
+        message: WakeMessage | StepMessage,
+        delivery: Any,
     ) -> None:
-        run_id = record.run_id or ""
-        release_after: float | None = None
-        status = "done"
+        # The engine runs the message and decides its settlement, as for a Worker;
+        # the simulator only applies it to its queue (without a choice point).
         try:
-            if record.actor.writer.kind == STEP:
-                release_after = await run_queued_step(
-                    self.world, json.dumps(body).encode(), sync_in_thread=False
-                )
-                status = (
-                    "step done" if release_after is None else f"step retry in {release_after:g} s"
-                )
-            else:
-                report = await deliver(
-                    self.world,
-                    run_id,
-                    limits=self.limits,
-                    attempt=attempt,
-                    divergences=int(body.get("divergences", 0)),
-                    min_seq=int(body.get("seq", 0)),
-                )
-                status = report.status
-                if report.status == "unavailable":
-                    release_after = min(60.0, 2.0**attempt)
-                elif report.status == "retry":
-                    self.queue.put(
-                        "durasim.run",
-                        wake_message(run_id, divergences=report.divergences),
-                        run_id=run_id,
-                        orchestrator=True,
-                        delay=1.0,
-                    )
+            handled = await self.engine.handle_message(
+                message,
+                attempt=attempt,
+                limits=self.limits,
+                sync_in_thread=False,
+                log_failures=False,
+            )
         except Crashed:
             record.status = "crashed"
             self.trace.add("delivery", f"d{record.number} crashed")
             return
-        except Exception as exc:  # a World failure: the message goes back with a back-off
-            status = f"failed ({type(exc).__name__})"
-            release_after = min(60.0, 2.0**attempt)
+        settlement = handled.settlement
+        if handled.error is not None:
+            status = f"failed ({type(handled.error).__name__})"
+        elif handled.step:
+            delay = settlement.release_after
+            status = "step done" if delay is None else f"step retry in {delay:g} s"
+        elif handled.report is not None:
+            status = str(handled.report.status)
+        else:
+            status = "done"
+        if settlement.wake is not None:
+            self.queue.put(
+                ORCHESTRATOR_QUEUE,
+                settlement.wake.encode(),
+                run_id=settlement.wake.run_id,
+                orchestrator=True,
+                delay=REQUEUE_DELAY,
+            )
         record.status = status
         self.trace.add("delivery", f"d{record.number} ended: {status}")
         if delivery is None or record.actor.crashed:
             return
         try:
-            self.queue.settle(delivery, release_after=release_after)
+            self.queue.settle(delivery, release_after=settlement.release_after)
         except WorldError:
             self.trace.add("note", f"d{record.number} could not settle {record.message_id}")
 

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import attrs
 
 from durasim.runtime import Limits, Run, resume_hook, start
-from durasim.runtime._determinism import wall_monotonic
+from durasim.runtime.lowlevel import wall_monotonic
 from durasim.worlds import (
     Event,
     IdSource,

@@ -28,7 +28,7 @@ from types import FrameType
 
 import attrs
 
-from durasim.runtime._determinism import wall_monotonic
+from durasim.runtime.lowlevel import wall_monotonic
 
 from ._errors import WallBudgetInterrupt
 from ._reports import StuckCode

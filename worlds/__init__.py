@@ -52,7 +52,14 @@ from ._errors import (
     WaitNotFound,
     WorldError,
 )
-from ._events import Event, EventRequest, EventType, Payload, validate_request
+from ._events import (
+    RUN_TERMINAL_TYPES,
+    Event,
+    EventRequest,
+    EventType,
+    Payload,
+    validate_request,
+)
 from ._fold import FoldedRun, fold_log
 from ._guards import BATCH_FORBIDDEN, Plan, StateView, plan_batch, plan_write
 from ._memory import MemoryWorld
@@ -84,6 +91,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH_FORBIDDEN",
     "EPOCH",
+    "RUN_TERMINAL_TYPES",
     "BatchResult",
     "Capabilities",
     "Chunk",

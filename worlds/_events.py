@@ -53,6 +53,7 @@ class EventType(enum.StrEnum):
     NOOP = "noop"
 
 
+#: The events that end a run: the one declaration every package uses.
 RUN_TERMINAL_TYPES: Final = frozenset(
     {EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED}
 )

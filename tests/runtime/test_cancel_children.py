@@ -175,11 +175,12 @@ def test_durasim_cancel_from_the_command_line(tmp_path, capsys) -> None:  # type
 
 
 async def test_a_cancelled_runs_kept_replay_is_dropped(world: World, clock: FixedClock) -> None:
-    from durasim.runtime._orchestrator import _kept
+    from durasim.runtime.lowlevel import engine_for
 
     run = await start(wf_hooks.sleeper, world=world)
     await Worker(world).drain()
-    assert run.run_id in _kept[world]  # suspended: its replay is kept for the next delivery
+    # Suspended: its replay is kept for the next delivery.
+    assert engine_for(world).keeps(run.run_id)
     await run.cancel()
     await Worker(world).drain()  # the wake-up queued by the cancel
-    assert run.run_id not in _kept[world]
+    assert not engine_for(world).keeps(run.run_id)

@@ -1,0 +1,645 @@
+"""A delivery under way: its in-band writer, and the steps of driving the workflow.
+
+(A little over 600 lines: :class:`Writer` and :class:`RunDelivery` share the
+run-ahead protocol, and reading one without the other hides how it is fenced.)
+
+:class:`RunDelivery` is one orchestrator delivery after its log was loaded and
+its workflow found (:func:`~durasim.runtime._orchestrator.deliver` does that):
+it holds the delivery's :class:`Writer`, limits and report, and its methods
+replay the workflow, write what it issues, run its steps and schedule its next
+wake-up (the module docstring of ``_orchestrator`` tells the whole story).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from durasim.worlds import (
+    RUN_TERMINAL_TYPES,
+    EntityConflict,
+    Event,
+    EventRequest,
+    EventType,
+    InBandSuperseded,
+    Payload,
+    Run,
+    RunExpired,
+    StaleView,
+    World,
+)
+
+from ._errors import ReplayDivergence
+from ._metadata import STEP_WORLD, WorkflowMetadata
+from ._replay import (
+    BATCHABLE,
+    AttrCommand,
+    Command,
+    DisposeCommand,
+    HookCommand,
+    Replay,
+    StepCommand,
+    StepState,
+    WaitCommand,
+    WaitState,
+)
+from ._settlement import DeliveryStatus
+from ._signals import mark_cancelled
+from ._steps import StepOutcome, execute_step, exhausted
+from ._wake import STEP_QUEUE, enqueue_wake
+from .serialization import FatalError, SerializationError, serialize
+
+if TYPE_CHECKING:
+    from ._orchestrator import DeliveryReport, Limits
+
+__all__ = ["Kept", "RunDelivery", "Superseded", "Writer", "error_bytes", "fail_unfenced"]
+
+log = logging.getLogger("durasim.runtime")
+
+T = EventType
+#: The statuses as module globals: an enum member read through its class is slow.
+_FINISHED = DeliveryStatus.FINISHED
+_SUSPENDED = DeliveryStatus.SUSPENDED
+_TERMINAL = RUN_TERMINAL_TYPES
+
+
+class Superseded(Exception):
+    """Another delivery owns the run: stop without writing anything more."""
+
+
+class Writer:
+    """This delivery's in-band writes, with the log and the live replay kept in step."""
+
+    def __init__(self, world: World, run_id: str, events: list[Event], seq_in_band: int) -> None:
+        self.world = world
+        self.run_id = run_id
+        self.events = events
+        self.expected = seq_in_band
+        self.replay: Replay | None = None
+        self.stale = False  # another writer's events landed amid ours, past the replay
+        self.ended = False  # the log holds a terminal event (e.g. a cancel landed)
+        self.written = 0
+        self.lock = asyncio.Lock()
+
+    async def write(self, request: EventRequest) -> Event | None:
+        """One in-band event; ``None`` if the World appended nothing (a tolerated repeat)."""
+        written = await self._commit([request], batch=False)
+        return written[0] if written else None
+
+    async def write_batch(
+        self,
+        requests: list[EventRequest],
+        *,
+        occurred_at: datetime | None = None,
+        expected_seq: int | None = None,
+    ) -> list[Event]:
+        """In-band events at consecutive positions, atomically."""
+        return await self._commit(
+            requests, batch=True, occurred_at=occurred_at, expected_seq=expected_seq
+        )
+
+    async def _commit(
+        self,
+        requests: list[EventRequest],
+        *,
+        batch: bool,
+        occurred_at: datetime | None = None,
+        expected_seq: int | None = None,
+    ) -> list[Event]:
+        async with self.lock:
+            expected, seen = self.expected, len(self.events)
+            try:
+                if batch:
+                    many = await self.world.events.create_batch(
+                        self.run_id,
+                        requests,
+                        in_band=True,
+                        expected_seq_in_band=expected,
+                        seen_seq=seen,
+                        occurred_at=occurred_at,
+                        expected_seq=expected_seq,
+                    )
+                    unseen, mine = many.unseen, list(many.events)
+                else:
+                    one = await self.world.events.create(
+                        self.run_id,
+                        requests[0],
+                        in_band=True,
+                        expected_seq_in_band=expected,
+                        seen_seq=seen,
+                    )
+                    unseen = one.unseen
+                    mine = [one.event] if one.allocated and one.event is not None else []
+            except InBandSuperseded as exc:
+                raise Superseded(str(exc)) from exc
+            self.expected += len(mine)
+            self._absorb(unseen, mine)
+            return mine
+
+    def _absorb(self, unseen: tuple[Event, ...], mine: list[Event]) -> None:
+        if unseen:
+            self.ended = self.ended or any(e.type in _TERMINAL for e in unseen)
+            # Another writer's events landed first.  A replay that has consumed
+            # only what this delivery had seen takes them in log order, as a cold
+            # replay would; one that ran ahead (fed an event provisionally) cannot.
+            if self.replay is None or self.replay.consumed > len(self.events) or self.ended:
+                self.stale = True
+        self.written += len(mine)
+        for event in (*unseen, *mine):
+            self.events.append(event)
+            # Events the replay already consumed were handed to it ahead of their
+            # commit (run-ahead); the caller compares them with what committed.
+            if self.replay is not None and not self.stale and event.seq > self.replay.consumed:
+                self.replay.deliver(event)
+
+
+@attrs.define(eq=False)
+class Kept:
+    """A suspended run's live replay, kept by this process for its next delivery."""
+
+    replay: Replay
+    events: list[Event]
+    in_band: int
+    run: Run
+
+
+class RunDelivery:
+    """One orchestrator delivery of a run, under way.
+
+    Args:
+        world: the World written to.
+        writer: the delivery's in-band writes (the log it holds, its fence count).
+        limits: the run's limits.
+        report: what the delivery did so far (filled in as it goes).
+    """
+
+    def __init__(
+        self, world: World, writer: Writer, limits: Limits, report: DeliveryReport
+    ) -> None:
+        self.world = world
+        self.writer = writer
+        self.limits = limits
+        self.report = report
+        #: The workflow's metadata, for step bodies (set once the run has started).
+        self.metadata: WorkflowMetadata | None = None
+
+    @property
+    def workflow(self) -> WorkflowMetadata:
+        """The workflow's metadata (steps run only after the run has started)."""
+        if self.metadata is None:
+            raise RuntimeError(f"run {self.writer.run_id}: a step ran before the run started")
+        return self.metadata
+
+    def settled(self, replay: Replay) -> bool:
+        """Whether the replay has consumed exactly the log this delivery holds."""
+        return (
+            not self.writer.stale
+            and not self.writer.ended
+            and replay.consumed == len(self.writer.events)
+        )
+
+    def resume_kept(self, kept: Kept | None, definition: Any) -> Replay | None:
+        """The kept replay fed the events since it was kept, or ``None`` (replay cold)."""
+        if kept is None or kept.replay.definition is not definition:
+            return None
+        replay = kept.replay
+        replay.busy_seconds = 0.0  # the budget is per delivery
+        try:
+            for event in self.writer.events[replay.consumed :]:
+                if event.type in _TERMINAL:
+                    break
+                replay.deliver(event)
+        except ReplayDivergence as exc:
+            log.info(
+                "run %s: the kept replay diverged (%s); replaying cold", self.writer.run_id, exc
+            )
+            return None
+        return replay
+
+    def replay_cold(
+        self, definition: Any, run: Any, started: datetime
+    ) -> Replay | ReplayDivergence:
+        replay = Replay(definition, run_id=self.writer.run_id, input=run.input, started_at=started)
+        replay.preload(self.writer.events)
+        try:
+            replay.begin()
+            for event in self.writer.events:
+                if event.type in _TERMINAL:
+                    break
+                replay.deliver(event)
+        except ReplayDivergence as exc:
+            log.warning("%s", exc)
+            self.writer.replay = None
+            return exc
+        return replay
+
+    async def drive(self, replay: Replay) -> str:
+        world, writer, limits, report = self.world, self.writer, self.limits, self.report
+        running: dict[asyncio.Task[StepOutcome | None], StepState] = {}
+        starts: list[tuple[StepState, Event]] = []
+
+        def launch(written: list[Event]) -> None:
+            """Note the steps these events created running: their bodies start below."""
+            for event in written:
+                if event.type is T.STEP_STARTED and not writer.stale:
+                    starts.append((replay.steps[event.correlation_id or ""], event))
+                    report.steps_run += 1
+
+        async def handle(outcome: StepOutcome | None, *, last: bool) -> bool:
+            """Record a body's outcome; whether the run ended."""
+            if outcome is None or writer.stale:
+                return False
+            if last and replay.busy_seconds <= limits.replay_budget:
+                # Nothing else in flight: hand the outcome to the workflow first
+                # and commit it with whatever the workflow does next (one commit).
+                return await self.commit_ahead(replay, outcome.request, launch)
+            await self.write_outcome(outcome.request)
+            return False
+
+        written_before = writer.written
+        due = self.due_waits(replay)
+        if len(due) == 1 and replay.busy_seconds <= limits.replay_budget:
+            # One timer fired (a sleep): its completion commits with what follows.
+            request = EventRequest.of("wait_completed", due[0].correlation_id)
+            # The World stamps the completion with the wait's resume_at.
+            data = request.data.replace(resume_at=due[0].resume_at)
+            if await self.commit_ahead(replay, request, launch, data=data):
+                report.status = _FINISHED
+                return "done"
+        else:
+            for wait in due:
+                if not writer.stale:
+                    await writer.write(EventRequest.of("wait_completed", wait.correlation_id))
+        try:
+            while True:
+                if writer.ended:
+                    # Cancelled meanwhile: stop at this boundary.
+                    report.status = _FINISHED
+                    return "done"
+                if writer.stale:
+                    return "stale"
+                if (
+                    not running
+                    and writer.written > written_before
+                    and replay.busy_seconds > limits.replay_budget
+                    and not replay.done
+                ):
+                    # Over budget, and this delivery made progress: a fresh delivery
+                    # (replaying cold, with a fresh budget) takes over at once.
+                    log.info(
+                        "run %s: %.1f s of replay in this delivery; handing over",
+                        writer.run_id,
+                        replay.busy_seconds,
+                    )
+                    await enqueue_wake(
+                        world,
+                        writer.run_id,
+                        key=f"handover:{writer.run_id}:{len(writer.events)}",
+                    )
+                    report.wake_at = world.clock.now()
+                    report.status = _SUSPENDED
+                    return "done"
+                if len(writer.events) >= limits.max_events:
+                    await self.fail(
+                        FatalError(f"run {writer.run_id} reached {limits.max_events} events"),
+                        "MAX_EVENTS_EXCEEDED",
+                    )
+                    report.status = _FINISHED
+                    return "done"
+                if replay.done:
+                    await self.finish(replay)
+                    report.status = _FINISHED
+                    return "done"
+                commands = replay.new_commands()
+                if commands:
+                    await self.write_commands(commands, limits.inline_steps - len(running), launch)
+                    continue
+                if len(starts) == 1 and not running:
+                    # The one step in flight (a sequential workflow): run its body in
+                    # this task, with no task to create and no wait to wake from.
+                    state, started = starts.pop()
+                    outcome = await self.run_step(state, started=started)
+                    if await handle(outcome, last=True):
+                        report.status = _FINISHED
+                        return "done"
+                    continue
+                for state, started in starts:
+                    task = asyncio.ensure_future(self.run_step(state, started=started))
+                    running[task] = state
+                starts.clear()
+                now = world.clock.now()
+                busy = set(running.values())
+                for state in replay.open_steps():
+                    if len(running) >= limits.inline_steps:
+                        break
+                    if not state.inline or state in busy:
+                        continue  # queued steps are run by whichever worker claims them
+                    if state.retry_after is not None and state.retry_after > now:
+                        continue
+                    task = asyncio.ensure_future(self.run_step(state))
+                    running[task] = state
+                    report.steps_run += 1
+                if not running:
+                    break
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                finished = sorted(done, key=lambda t: running[t].created_seq)
+                for task in finished:
+                    del running[task]
+                for task in finished:
+                    outcome = task.result()  # re-raises _Superseded and infrastructure errors
+                    if await handle(outcome, last=task is finished[-1] and not running):
+                        report.status = _FINISHED
+                        return "done"
+        finally:
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+        # A queued step not started yet may have lost its message (at-least-once
+        # queues lose none, but a crashed enqueue or an operator can): dispatch it
+        # again; the idempotency key makes this a no-op while the message exists.
+        await _dispatch(
+            world,
+            writer.run_id,
+            [s.correlation_id for s in replay.open_steps() if not s.inline and s.attempts == 0],
+        )
+        report.wake_at = await self.schedule_wake(replay)
+        report.status = _SUSPENDED
+        return "done"
+
+    async def run_step(
+        self, state: StepState, *, started: Event | None = None
+    ) -> StepOutcome | None:
+        """Run one attempt inline: ``step_started`` (unless batched), body, outcome."""
+        world, writer, limits = self.world, self.writer, self.limits
+        if started is None:
+            started = await writer.write(EventRequest.of("step_started", state.correlation_id))
+        if started is None or writer.stale:
+            return None
+        attempt = int(started.data.get("attempt", 1))
+        if attempt > state.definition.max_retries + 1:
+            outcome = exhausted(state.definition, state.correlation_id, attempt)
+        else:
+            token = STEP_WORLD.set(world)
+            try:
+                outcome = await execute_step(
+                    state.definition,
+                    state.correlation_id,
+                    state.input,
+                    attempt=attempt,
+                    now=world.clock.now(),
+                    workflow=self.workflow,
+                    sync_in_thread=limits.sync_steps == "thread",
+                    payloads=writer.replay.payloads if writer.replay is not None else None,
+                )
+            finally:
+                STEP_WORLD.reset(token)
+        return outcome
+
+    async def write_outcome(self, request: EventRequest) -> None:
+        # EntityConflict: the step already has an outcome (a concurrent executor won).
+        with contextlib.suppress(EntityConflict):
+            await self.writer.write(request)
+
+    async def commit_ahead(
+        self,
+        replay: Replay,
+        request: EventRequest,
+        launch: Callable[[list[Event]], None],
+        *,
+        data: Payload | None = None,
+    ) -> bool:
+        """Run ahead: feed an outcome before it commits, commit it with what follows.
+
+        ``request`` is a step's outcome or a due wait's ``wait_completed`` (``data``:
+        what the event will carry, when the World adds to the request's).  It is
+        delivered to the live workflow as the event it will become
+        (next position, this moment as its time); the workflow's next commands (or
+        its end) are batched behind it, and the batch is written strictly: with the
+        time the workflow saw (``occurred_at``) and only if nothing else landed
+        (``expected_seq``).  If something did, the outcome is written alone and the
+        log replayed cold.  Returns whether the run ended.
+        """
+        world, writer, limits = self.world, self.writer, self.limits
+        at = world.clock.now()
+        provisional = Event(
+            run_id=writer.run_id,
+            seq=len(writer.events) + 1,
+            type=request.type,
+            created_at=at,
+            correlation_id=request.correlation_id,
+            in_band=True,
+            data=request.data if data is None else data,
+        )
+        try:
+            replay.deliver(provisional)
+        except ReplayDivergence as exc:
+            log.warning("%s", exc)
+            await self.write_outcome(request)
+            writer.stale = True
+            return False
+        requests = [request]
+        queued: list[str] = []
+        if replay.done:
+            requests.append(_terminal_request(replay))
+        else:
+            # Only what may share a batch rides along; a hook or an attribute change
+            # (and everything after it) is written by the main loop, alone.
+            commands = replay.new_commands()
+            cut = next((i for i, c in enumerate(commands) if not isinstance(c, BATCHABLE)), None)
+            batchable = [c for c in commands[:cut] if isinstance(c, BATCHABLE)]
+            created, queued = _creations(batchable, limits.inline_steps, limits)
+            requests += created
+        try:
+            written = await writer.write_batch(
+                requests, occurred_at=at, expected_seq=provisional.seq - 1
+            )
+        except (StaleView, EntityConflict) as exc:
+            log.info(
+                "run %s: could not run ahead (%s); writing the outcome alone",
+                writer.run_id,
+                exc,
+            )
+            await self.write_outcome(request)
+            writer.stale = True  # the replay saw the outcome at a position it may not have
+            return False
+        if not written or written[0] != provisional:
+            writer.stale = True
+            return False
+        launch(written)
+        await _dispatch(world, writer.run_id, queued)
+        return replay.done
+
+    async def write_commands(
+        self, commands: list[Command], capacity: int, launch: Callable[[list[Event]], None]
+    ) -> None:
+        """Write the workflow's new commands in issue order.
+
+        Runs of steps and waits go in one batch each (a new step that will run
+        inline now is born running: its ``step_started`` rides along); hook
+        creations, disposals and attribute changes are written alone (§7: their
+        outcome must be seen alone, e.g. a ``hook_conflict`` in place of a
+        ``hook_created``).
+        """
+        world, writer, limits = self.world, self.writer, self.limits
+        run: list[StepCommand | WaitCommand] = []
+
+        async def flush() -> None:
+            nonlocal capacity
+            if not run:
+                return
+            requests, queued = _creations(run, capacity, limits)
+            capacity -= sum(1 for r in requests if r.type is T.STEP_STARTED)
+            launch(await writer.write_batch(requests))
+            await _dispatch(world, writer.run_id, queued)
+            run.clear()
+
+        for command in commands:
+            if isinstance(command, StepCommand | WaitCommand):
+                run.append(command)
+                continue
+            await flush()
+            if writer.stale or writer.ended:
+                return
+            await writer.write(_single_request(command))
+            if isinstance(command, AttrCommand):
+                for key, reason in command.changes:
+                    mark_cancelled(world, f"{writer.run_id}/{key}", reason or "")
+        await flush()
+
+    def due_waits(self, replay: Replay) -> list[WaitState]:
+        """The due waits the workflow still awaits (the live replay says which), in order.
+
+        A timer the workflow cancelled (a lost race, a timeout that no longer
+        matters) is left alone: completing it would add an event no replay at a
+        later time could reproduce.
+        """
+        if self.writer.stale:
+            return []
+        now = self.world.clock.now()
+        return [
+            wait
+            for wait in sorted(replay.open_waits(), key=lambda w: (w.resume_at, w.order))
+            if wait.resume_at <= now and not wait.handle.cancelled()
+        ]
+
+    async def schedule_wake(self, replay: Replay) -> datetime | None:
+        """Queue the next delivery for the earliest due wait or step retry."""
+        times = [w.resume_at for w in replay.open_waits() if not w.handle.cancelled()]
+        times += [s.retry_after for s in replay.open_steps() if s.retry_after is not None]
+        if not times:
+            return None
+        due = min(times)
+        delay = max(0.0, (due - self.world.clock.now()).total_seconds())
+        await enqueue_wake(
+            self.world,
+            self.writer.run_id,
+            key=f"wake:{self.writer.run_id}:{due.isoformat()}",
+            delay=delay,
+        )
+        return due
+
+    async def finish(self, replay: Replay) -> None:
+        await self.writer.write(_terminal_request(replay))
+
+    async def fail(self, error: BaseException, code: str) -> None:
+        await self.writer.write(
+            EventRequest.of("run_failed", error=error_bytes(error), error_code=code)
+        )
+
+
+def _terminal_request(replay: Replay) -> EventRequest:
+    ok, value = replay.outcome()
+    if ok:
+        try:
+            return EventRequest.of("run_completed", output=serialize(value, root="workflow result"))
+        except SerializationError as exc:
+            value = exc
+    return EventRequest.of("run_failed", error=error_bytes(value), error_code="USER_ERROR")
+
+
+def _single_request(command: HookCommand | DisposeCommand | AttrCommand) -> EventRequest:
+    if isinstance(command, HookCommand):
+        return EventRequest.of(
+            "hook_created",
+            command.correlation_id,
+            token=command.token,
+            metadata=command.metadata,
+            is_webhook=command.is_webhook,
+        )
+    if isinstance(command, DisposeCommand):
+        return EventRequest.of("hook_disposed", command.correlation_id)
+    return EventRequest.of(
+        "attr_set", command.correlation_id, changes=command.changes, writer="workflow"
+    )
+
+
+def _creations(
+    commands: list[StepCommand | WaitCommand], capacity: int, limits: Limits
+) -> tuple[list[EventRequest], list[str]]:
+    """The writes that create ``commands``, and the steps among them to queue.
+
+    Up to ``capacity`` new steps are born running (``step_started`` in the same
+    batch) for this delivery to run inline; with ``queue_steps`` the others go
+    to the queue, else they wait here for a free slot.
+    """
+    requests: list[EventRequest] = []
+    queued: list[str] = []
+    for command in commands:
+        if not isinstance(command, StepCommand):
+            requests.append(_request(command))
+        elif capacity > 0:
+            requests.append(_request(command))
+            requests.append(EventRequest.of("step_started", command.correlation_id))
+            capacity -= 1
+        elif limits.queue_steps and command.definition.kind != "nested":
+            requests.append(_request(command, inline=False))
+            queued.append(command.correlation_id)
+        else:
+            requests.append(_request(command))
+    return requests, queued
+
+
+async def _dispatch(world: World, run_id: str, correlation_ids: list[str]) -> None:
+    """Queue a message for each step created with ``inline=False``."""
+    for correlation_id in correlation_ids:
+        await world.queue.enqueue(
+            STEP_QUEUE,
+            json.dumps({"run": run_id, "step": correlation_id}, sort_keys=True).encode(),
+            run_id=run_id,
+            idempotency_key=f"step:{run_id}:{correlation_id}",
+        )
+
+
+def _request(command: StepCommand | WaitCommand, *, inline: bool = True) -> EventRequest:
+    if isinstance(command, StepCommand):
+        return EventRequest.of(
+            "step_created",
+            command.correlation_id,
+            step_name=command.definition.step_id,
+            input=command.input,
+            inline=inline,
+        )
+    return EventRequest.of("wait_created", command.correlation_id, resume_at=command.resume_at)
+
+
+async def fail_unfenced(world: World, run_id: str, error: BaseException, code: str) -> None:
+    """Fail a run whose log cannot be loaded (no fence count to write with)."""
+    with contextlib.suppress(EntityConflict, RunExpired):
+        await world.events.create(
+            run_id, EventRequest.of("run_failed", error=error_bytes(error), error_code=code)
+        )
+
+
+def error_bytes(error: BaseException) -> bytes:
+    try:
+        return serialize(error, root="workflow error")
+    except SerializationError:
+        return serialize(FatalError(f"{type(error).__name__}: {error}"), root="workflow error")

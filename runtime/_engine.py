@@ -1,0 +1,220 @@
+"""The engine of one World: its live replays, its deliveries, their settlements.
+
+Every driver of the runtime goes through an :class:`Engine`: the
+:class:`~durasim.runtime.Worker`, the simulator's scheduler and the replay
+oracle.  A driver claims a message (its own way: a real lease, a simulated
+one), hands it to :meth:`Engine.handle`, and applies the :class:`Settlement`
+it gets back to its queue.  What the message means, how the run is delivered
+and what becomes of the message is decided here, once.
+
+The engine is found with :func:`engine_for`, which keeps it on the World object
+itself (no module-level table keyed by World identity): a World that cannot
+carry an attribute gets a fresh engine per call, which keeps no replays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+import attrs
+
+from durasim.worlds import World, WorldError
+
+from ._orchestrator import deliver_with
+from ._queued import run_queued_step
+from ._settlement import DROP, Settlement, settle, settle_step
+from ._signals import Cancellations
+from ._wake import MalformedMessage, StepMessage, WakeMessage, parse_message
+
+if TYPE_CHECKING:
+    from ._delivery import Kept
+    from ._orchestrator import DeliveryReport, Limits
+
+__all__ = ["KEPT_REPLAYS", "Engine", "Handled", "engine_for"]
+
+log = logging.getLogger("durasim.runtime")
+
+#: Suspended runs whose replay an engine keeps (least recently used dropped).
+KEPT_REPLAYS = 256
+#: The attribute of a World its engine is kept in.
+_ATTRIBUTE = "_durasim_engine"
+_CREATING = threading.Lock()
+
+
+@attrs.frozen
+class Handled:
+    """What one claimed message came to.
+
+    Attributes:
+        settlement: what to do with the message (:func:`settle`).
+        report: the orchestrator delivery's report (``None`` for a step, a
+            malformed message, or a delivery that raised).
+        error: what the delivery raised (a World failure, or a bug), if it did.
+        step: the message was a queued step attempt.
+    """
+
+    settlement: Settlement
+    report: DeliveryReport | None = None
+    error: Exception | None = None
+    step: bool = False
+
+
+class Engine:
+    """The runtime of one World in this process.
+
+    Owns the World's live replays (suspended runs whose next delivery here
+    continues the replay instead of replaying the log from the top), what this
+    process knows is cancelled in it (:class:`Cancellations`), and turns queue
+    messages into deliveries and settlements.
+
+    Args:
+        world: the World this engine runs.
+    """
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self._kept: OrderedDict[str, Kept] = OrderedDict()
+        #: What this process knows is cancelled in this World (runs, tokens).
+        self.cancellations = Cancellations()
+
+    def __copy__(self) -> Engine:
+        # A copied World (a checker's deepcopy of a reference World) gets no share
+        # of this one's replays or cancellations: engine_for() makes it its own.
+        return Engine(self.world)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Engine:
+        return Engine(self.world)
+
+    # --- live replays ---------------------------------------------------------
+
+    def take_kept(self, run_id: str) -> Kept | None:
+        """The kept replay of ``run_id``, removed (the delivery taking it owns it)."""
+        return self._kept.pop(run_id, None)
+
+    def keep(self, run_id: str, kept: Kept) -> None:
+        """Keep ``run_id``'s suspended replay for its next delivery here."""
+        self._kept[run_id] = kept
+        while len(self._kept) > KEPT_REPLAYS:
+            self._kept.popitem(last=False)
+
+    def keeps(self, run_id: str) -> bool:
+        """Whether this engine keeps a live replay of ``run_id``."""
+        return run_id in self._kept
+
+    def forget_kept_replays(self) -> None:
+        """Drop every kept replay (tests, memory pressure)."""
+        self._kept.clear()
+
+    # --- messages -------------------------------------------------------------
+
+    async def deliver(
+        self,
+        run_id: str,
+        *,
+        limits: Limits | None = None,
+        attempt: int = 1,
+        divergences: int = 0,
+        min_seq: int = 0,
+    ) -> DeliveryReport:
+        """One orchestrator delivery of ``run_id`` (:func:`durasim.runtime.deliver`)."""
+        return await deliver_with(
+            self,
+            run_id,
+            limits=limits,
+            attempt=attempt,
+            divergences=divergences,
+            min_seq=min_seq,
+        )
+
+    async def handle(
+        self,
+        queue_name: str,
+        payload: bytes | str,
+        *,
+        attempt: int,
+        limits: Limits,
+        sync_in_thread: bool,
+        log_failures: bool = True,
+    ) -> Handled:
+        """Run one claimed message and say how to settle it.
+
+        A World failure (or a bug) while running it does not escape: the message
+        is released with a back-off (``max_deliveries`` bounds the retries), and
+        the error is in :attr:`Handled.error`, logged unless ``log_failures`` is
+        false (the simulator injects such failures by the thousand and traces
+        them itself).  ``BaseException`` s do escape.
+        """
+        try:
+            message = parse_message(queue_name, payload)
+        except MalformedMessage as exc:
+            log.error("dropping a malformed message: %s", exc)
+            return Handled(DROP)
+        return await self.handle_message(
+            message,
+            attempt=attempt,
+            limits=limits,
+            sync_in_thread=sync_in_thread,
+            log_failures=log_failures,
+        )
+
+    async def handle_message(
+        self,
+        message: WakeMessage | StepMessage,
+        *,
+        attempt: int,
+        limits: Limits,
+        sync_in_thread: bool,
+        log_failures: bool = True,
+    ) -> Handled:
+        """:meth:`handle` for a message its driver has parsed already (the simulator)."""
+        if isinstance(message, StepMessage):
+            try:
+                retry_in = await run_queued_step(
+                    self.world, message.payload, sync_in_thread=sync_in_thread
+                )
+            except Exception as exc:
+                if log_failures:
+                    log.warning(
+                        "queued step %s of run %s failed to run (%r); retrying",
+                        message.correlation_id,
+                        message.run_id,
+                        exc,
+                    )
+                return Handled(settle(None, attempt), error=exc, step=True)
+            return Handled(settle_step(retry_in), step=True)
+        try:
+            report = await self.deliver(
+                message.run_id,
+                limits=limits,
+                attempt=attempt,
+                divergences=message.divergences,
+                min_seq=message.seq,
+            )
+        except Exception as exc:
+            if log_failures:
+                level = logging.WARNING if isinstance(exc, WorldError) else logging.ERROR
+                log.log(
+                    level, "run %s: delivery failed (%r); it will be retried", message.run_id, exc
+                )
+            return Handled(settle(None, attempt), error=exc)
+        return Handled(settle(report, attempt), report=report)
+
+
+def engine_for(world: World) -> Engine:
+    """The engine of ``world`` in this process (made on first use, kept on the World)."""
+    engine = getattr(world, _ATTRIBUTE, None)
+    if isinstance(engine, Engine) and engine.world is world:
+        return engine
+    with _CREATING:  # step threads ask too: one engine per World, not two
+        engine = getattr(world, _ATTRIBUTE, None)
+        if isinstance(engine, Engine) and engine.world is world:
+            return engine
+        engine = Engine(world)
+        # A World that cannot carry it gets a fresh engine per call, keeping nothing.
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(world, _ATTRIBUTE, engine)
+    return engine
