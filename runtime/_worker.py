@@ -1,7 +1,8 @@
 """Workers: claim orchestrator messages and run deliveries.
 
 A :class:`Worker` serves one World.  Each claimed message is one delivery
-(:func:`deliver`); the lease is renewed while it runs, and the message is acked
+(:func:`deliver`); the lease is renewed while it runs (by a heartbeat thread,
+:mod:`._leases`, so a step that blocks the loop cannot let it lapse), and the message is acked
 when the delivery ends, released with a back-off when the World failed under
 it, and re-queued with a count when the replay diverged.  Runs whose deliveries
 died are recovered by the queue itself: an unacked message is redelivered, with
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -22,6 +22,7 @@ from durasim.worlds import Delivery, World, WorldError
 
 from ._client import Run
 from ._errors import RunNotFinished
+from ._leases import Heartbeat, LeaseKeeper, LeasePolicy
 from ._orchestrator import (
     QUEUE_PREFIX,
     STEP_QUEUE,
@@ -46,7 +47,12 @@ class Worker:
     Args:
         world: the World to serve.
         limits: per-run limits.
-        lease_seconds: how long a claimed message stays ours without renewal.
+        lease_seconds: how long a claimed message stays ours without renewal, and so
+            how soon a killed worker's runs move to another worker (default 5 s).
+        renew_every: seconds between lease renewals (default: 1 s, or a third of a
+            shorter lease); must be less than ``lease_seconds``.
+        warn_blocked_after: a step that blocks the event loop longer than this
+            many seconds is logged by name (default 1 s).
         concurrency: deliveries run at once by :meth:`serve`.
         on_report: called with the report of every delivery (e.g. to log it).
 
@@ -59,13 +65,19 @@ class Worker:
         world: World,
         *,
         limits: Limits | None = None,
-        lease_seconds: float = 30.0,
+        lease_seconds: float | None = None,
+        renew_every: float | None = None,
+        warn_blocked_after: float = 1.0,
         concurrency: int = 4,
         on_report: Callable[[DeliveryReport], None] | None = None,
     ) -> None:
+        policy = LeasePolicy.of(lease_seconds, renew_every, warn_blocked_after=warn_blocked_after)
         self.world = world
         self.limits = limits or Limits()
-        self.lease_seconds = lease_seconds
+        self.lease_seconds = policy.lease_seconds
+        #: The leases held now; renewed by :attr:`heartbeat`'s thread.
+        self.leases = LeaseKeeper(policy)
+        self.heartbeat = Heartbeat(world, self.leases)
         self.concurrency = concurrency
         self.on_report = on_report
         #: The most recent delivery reports (bounded: a serving worker runs forever).
@@ -169,7 +181,7 @@ class Worker:
             log.error("dropping malformed message %s: %r", delivery.message_id, delivery.payload)
             await self.world.queue.ack(delivery)
             return DeliveryReport(run_id="?", status="finished")
-        renew = asyncio.ensure_future(self._renew(delivery))
+        renew = self._renew(delivery)
         try:
             report = await deliver(
                 self.world,
@@ -205,7 +217,7 @@ class Worker:
             self.on_report(report)
 
     async def _handle_step(self, delivery: Delivery) -> None:
-        renew = asyncio.ensure_future(self._renew(delivery))
+        renew = self._renew(delivery)
         try:
             retry_in = await run_queued_step(
                 self.world, delivery.payload, sync_in_thread=self.limits.sync_steps == "thread"
@@ -226,9 +238,24 @@ class Worker:
         except WorldError as exc:
             log.info("message %s could not be settled (%s)", delivery.message_id, exc)
 
-    async def _renew(self, delivery: Delivery) -> None:
-        current = delivery
-        with contextlib.suppress(asyncio.CancelledError, WorldError):
-            while True:
-                await asyncio.sleep(self.lease_seconds / 3)
-                current = await self.world.queue.extend(current, lease_seconds=self.lease_seconds)
+    def _renew(self, delivery: Delivery) -> _Renewal:
+        """Keep ``delivery``'s lease renewed (off this loop) until ``.cancel()``."""
+        self.heartbeat.acquire()
+        self.leases.hold(delivery)
+        return _Renewal(self, delivery)
+
+
+class _Renewal:
+    """A held lease; ``cancel()`` (idempotent) stops renewing it."""
+
+    __slots__ = ("_delivery", "_worker")
+
+    def __init__(self, worker: Worker, delivery: Delivery) -> None:
+        self._worker: Worker | None = worker
+        self._delivery = delivery
+
+    def cancel(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.leases.drop(self._delivery)
+            worker.heartbeat.release()
