@@ -127,7 +127,14 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
             while ready:
                 handle = ready.popleft()
                 if not handle._cancelled:
-                    handle._run()
+                    try:  # noqa: SIM105 - hot loop: try is free, suppress() is not
+                        handle._run()
+                    except (SystemExit, KeyboardInterrupt):
+                        # asyncio stores these in the task and then re-raises them.
+                        # Here they come from workflow code (a step's SystemExit
+                        # revived, unhandled): the task's outcome fails the run; the
+                        # worker's own stop signals never raise (they set a flag).
+                        pass
         finally:
             self._running = False
             _state.loop = previous
