@@ -44,7 +44,7 @@ __all__ = [
     "LeaseOptionsError",
     "LeasePolicy",
     "LeaseRenewer",
-    "running_step",
+    "running_steps",
 ]
 
 #: A dead worker's messages are claimable again this long after its last renewal.
@@ -234,30 +234,23 @@ class LeaseKeeper:
 
 # -- which step is running on a loop (for the blocked-loop warning) ------------------
 
-_running: dict[int, list[str]] = {}
-_running_lock = threading.Lock()
+#: The step bodies running on each thread's loop, by thread id.  Lists and dicts are
+#: updated atomically under the GIL, so the loop's thread needs no lock (hot path).
+_running: dict[int, list[tuple[str, float]]] = {}
 
 
-@contextlib.contextmanager
-def running_step(name: str) -> Iterator[None]:
-    """Mark a step body as running on this thread's loop (named in blocked-loop warnings)."""
-    key = threading.get_ident()
-    with _running_lock:
-        _running.setdefault(key, []).append(name)
-    try:
-        yield
-    finally:
-        with _running_lock:
-            names = _running.get(key)
-            if names:
-                names.remove(name)
-                if not names:
-                    del _running[key]
+def running_steps() -> list[tuple[str, float]]:
+    """This thread's running step bodies: append ``(name, time.monotonic())``, remove it after."""
+    ident = threading.get_ident()
+    names = _running.get(ident)
+    if names is None:
+        names = _running.setdefault(ident, [])
+    return names
 
 
-def _steps_on(thread_id: int) -> list[str]:
-    with _running_lock:
-        return list(_running.get(thread_id, ()))
+def _steps_on(thread_id: int, *, since: float) -> list[str]:
+    """The step bodies on the thread's loop that began before ``since`` and are still running."""
+    return [name for name, began in list(_running.get(thread_id, ())) if began <= since]
 
 
 class Heartbeat:
@@ -392,15 +385,21 @@ class _LoopWatcher:
         if self._sent is not None and not self._answered.is_set():
             blocked = now - self._sent
             if blocked > self._threshold and self._warned is None:
-                self._warned = _steps_on(self._heartbeat._watched_thread)
-                log.warning(
+                # The steps that have run on the loop for longer than the threshold.
+                since = now - self._threshold
+                self._warned = _steps_on(self._heartbeat._watched_thread, since=since)
+                # A long delivery on a World whose calls never yield (memory, SQLite) also
+                # keeps the loop: only a step body running all along is worth a warning.
+                level = logging.WARNING if self._warned else logging.DEBUG
+                log.log(
+                    level,
                     "%s has blocked the worker's event loop for %.1f s (blocking code in async "
                     "def?); its lease is still renewed, but other deliveries on this loop wait",
                     _describe(self._warned),
                     blocked,
                 )
             return
-        if self._sent is not None and self._warned is not None:
+        if self._sent is not None and self._warned:
             log.warning(
                 "%s blocked the worker's event loop for %.1f s",
                 _describe(self._warned),
@@ -421,7 +420,7 @@ class _LoopWatcher:
 
 def _describe(names: list[str]) -> str:
     if not names:
-        return "workflow code (no step body running)"
+        return "the delivery (no single step body)"
     if len(names) == 1:
         return f"step {names[0]!r}"
     return "one of the steps " + ", ".join(repr(n) for n in names)

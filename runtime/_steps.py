@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,7 +32,7 @@ import attrs
 from durasim.worlds import EventRequest
 
 from ._authoring import StepDef, with_closure
-from ._leases import running_step
+from ._leases import running_steps
 from ._metadata import STEP_METADATA, WORKFLOW_METADATA, StepMetadata, WorkflowMetadata
 from ._payloads import RunPayloads, decode_payload
 from ._step_threads import run_in_step_thread
@@ -110,14 +111,22 @@ async def execute_step(
     workflow_token = WORKFLOW_METADATA.set(workflow)
     try:
         # ``is_async`` was read off ``definition.fn``; only a closure copy needs a look.
-        if definition.is_async or (fn is not definition.fn and inspect.iscoroutinefunction(fn)):
-            with running_step(definition.name):  # named if it blocks the loop
-                result = await fn(*args, **kwargs)
-        elif sync_in_thread:
+        if sync_in_thread and not (
+            definition.is_async or (fn is not definition.fn and inspect.iscoroutinefunction(fn))
+        ):
             result = await run_in_step_thread(fn, *args, **kwargs)
-        else:
-            with running_step(definition.name):
-                result = fn(*args, **kwargs)
+        else:  # on this loop: named by the heartbeat if it blocks the loop
+            running, entry = running_steps(), (definition.name, time.monotonic())
+            running.append(entry)
+            try:
+                if definition.is_async or (
+                    fn is not definition.fn and inspect.iscoroutinefunction(fn)
+                ):
+                    result = await fn(*args, **kwargs)
+                else:
+                    result = fn(*args, **kwargs)
+            finally:
+                running.remove(entry)
     except FatalError as exc:
         return _failed(correlation_id, exc)
     except asyncio.CancelledError:
