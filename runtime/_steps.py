@@ -32,6 +32,7 @@ import attrs
 from durasim.worlds import EventRequest
 
 from ._authoring import StepDef, with_closure
+from ._errors import passes_through
 from ._leases import running_steps
 from ._metadata import STEP_METADATA, WORKFLOW_METADATA, StepMetadata, WorkflowMetadata
 from ._payloads import RunPayloads, decode_payload
@@ -132,6 +133,8 @@ async def execute_step(
     except asyncio.CancelledError:
         raise  # the delivery is cancelled: not the step's outcome
     except BaseException as exc:  # any user error is an outcome, never a crash
+        if passes_through(exc):  # an interrupt of the host (the simulator's watchdog)
+            raise
         return _retry_or_fail(definition, correlation_id, exc, attempt=attempt, now=now)
     finally:
         STEP_METADATA.reset(step_token)

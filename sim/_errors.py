@@ -61,6 +61,9 @@ class InjectedFault(WorldError):
 class Crashed(BaseException):
     """Unwinds a delivery the simulator crashed (its process 'died')."""
 
+    #: Not a step's or workflow's outcome: the runtime lets it propagate.
+    durasim_passthrough = True
+
 
 class WallBudgetInterrupt(SystemExit):
     """Raised in the simulation's thread by its watchdog: the wall budget passed mid-code.
@@ -71,3 +74,6 @@ class WallBudgetInterrupt(SystemExit):
     being recorded as the workflow's (or a step's) failure, as a dying process
     would.  The Sim catches it there and halts with a report; scripts never see it.
     """
+
+    #: Not a step's or workflow's outcome: the runtime lets it propagate.
+    durasim_passthrough = True

@@ -7,7 +7,6 @@ returns can change what it stores (every value is frozen).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -137,8 +136,6 @@ class MemoryWorld:
         self._tokens: dict[str, tuple[str, str]] = {}
         self._queue: dict[str, QueueSlot] = {}
         self._queue_order = 0
-        # Queue updates may come from a worker's heartbeat thread too (lease renewals).
-        self._queue_lock = threading.Lock()
         self._idempotency: dict[str, str] = {}
         self._dead: list[Message] = []
         self._streams: dict[tuple[str, str], StreamBuffer] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -19,6 +20,10 @@ from ._checks import (
 from ._entities import Chunk, ChunkPage, Delivery, Message, StreamInfo
 from ._errors import LeaseLost, StreamClosed
 from ._events import check_stream_name
+
+#: Queue updates may come from a worker's heartbeat thread too (lease renewals).  One
+#: lock for every MemoryWorld: a World stays picklable, and holders never wait long.
+_QUEUE_LOCK = threading.Lock()
 
 if TYPE_CHECKING:
     from ._memory import MemoryWorld
@@ -87,7 +92,7 @@ class MemoryQueue(_Facet):
     async def claim(
         self, *, queue_prefix: str = "", lease_seconds: float = 30.0
     ) -> Delivery | None:
-        with self._w._queue_lock:  # a heartbeat thread may extend meanwhile
+        with _QUEUE_LOCK:  # a heartbeat thread may extend meanwhile
             w = self._w
             lease = check_delay(lease_seconds, what="lease_seconds")
             now = w._clock.now()
@@ -140,14 +145,14 @@ class MemoryQueue(_Facet):
         return slot
 
     async def ack(self, delivery: Delivery) -> None:
-        with self._w._queue_lock:  # a heartbeat thread may extend meanwhile
+        with _QUEUE_LOCK:  # a heartbeat thread may extend meanwhile
             slot = self._held(delivery)
             del self._w._queue[delivery.message_id]
             if slot.message.idempotency_key is not None:
                 self._w._idempotency.pop(slot.message.idempotency_key, None)
 
     async def release(self, delivery: Delivery, *, delay: float = 0.0) -> None:
-        with self._w._queue_lock:  # a heartbeat thread may extend meanwhile
+        with _QUEUE_LOCK:  # a heartbeat thread may extend meanwhile
             slot = self._held(delivery)
             delay = check_delay(delay)
             slot.lease_id = None
@@ -157,7 +162,7 @@ class MemoryQueue(_Facet):
             )
 
     async def extend(self, delivery: Delivery, *, lease_seconds: float) -> Delivery:
-        with self._w._queue_lock:  # a heartbeat thread may extend meanwhile
+        with _QUEUE_LOCK:  # a heartbeat thread may extend meanwhile
             slot = self._held(delivery)
             lease = check_delay(lease_seconds, what="lease_seconds")
             slot.lease_expires_at = self._w._clock.now() + timedelta(seconds=lease)
