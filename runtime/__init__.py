@@ -39,6 +39,7 @@ from ._errors import (
     WorkflowSandboxError,
 )
 from ._hooks import Hook, HookConflict, create_hook, resume_hook
+from ._leases import LeaseOptionsError, LeasePolicy
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
 from ._orchestrator import DeliveryReport, Limits, deliver
 from ._payloads import RunPayloads, decode_payload
@@ -86,6 +87,8 @@ __all__ = [
     "HookDisposedError",
     "HookNotFoundError",
     "InvalidDefinition",
+    "LeaseOptionsError",
+    "LeasePolicy",
     "Limits",
     "ManifestError",
     "MemoryRecordStore",

@@ -16,6 +16,7 @@ from __future__ import annotations
 from durasim.worlds import DurasimError, HookNotFound
 
 __all__ = [
+    "PASSTHROUGH_ATTRIBUTE",
     "HookConflictError",
     "HookDisposedError",
     "HookNotFoundError",
@@ -89,3 +90,14 @@ class HookNotFoundError(HookNotFound):
     """No live hook holds the token (never created, disposed, or its run ended)."""
 
     token: str
+
+
+#: A ``BaseException`` class with this attribute set to true is not a step's or a
+#: workflow's outcome but an interrupt of the host (the simulator's wall-budget
+#: watchdog): it propagates through step runners and the replay loop untouched.
+PASSTHROUGH_ATTRIBUTE = "durasim_passthrough"
+
+
+def passes_through(error: BaseException) -> bool:
+    """Whether ``error`` must propagate instead of becoming a step's or workflow's outcome."""
+    return bool(getattr(type(error), PASSTHROUGH_ATTRIBUTE, False))

@@ -27,7 +27,7 @@ from asyncio import events
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, TypeVar, TypeVarTuple, Unpack
 
-from ._errors import WorkflowSandboxError
+from ._errors import WorkflowSandboxError, passes_through
 from ._sites import task_site
 
 __all__ = ["WorkflowFuture", "WorkflowLoop", "WorkflowTask", "in_workflow", "route_while_running"]
@@ -178,7 +178,16 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
             while ready:
                 handle = ready.popleft()
                 if not handle._cancelled:
-                    handle._run()
+                    try:
+                        handle._run()
+                    except (SystemExit, KeyboardInterrupt) as exc:
+                        # asyncio stores these in the task and then re-raises them.
+                        # From workflow code (a step's SystemExit revived, unhandled)
+                        # the task's outcome fails the run; the worker's own stop
+                        # signals never raise (they set a flag).  Host interrupts
+                        # (the simulator's watchdog) go on.
+                        if passes_through(exc):
+                            raise
         finally:
             _routes.exit()
             self._running = False

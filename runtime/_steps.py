@@ -9,14 +9,21 @@ input), runs with full Python, and ends in one of three outcomes:
 * it raised anything else with attempts left: ``step_retrying`` with a
   ``retry_after`` (the :class:`RetryableError`'s, or exponential back-off).
 
-``BaseException`` s that are not ``Exception`` (cancellation, ``SystemExit``)
-propagate: they mean the process is going away, and the step stays started, so
-the next delivery runs it again and counts the attempt.
+A body that raises a ``BaseException`` that is not an ``Exception``
+(``SystemExit`` from argparse or click, ``KeyboardInterrupt``, ``GeneratorExit``
+...) fails that attempt like any error, recorded with its type: it is the
+step's doing, and a worker must not die of it.  Only ``asyncio.CancelledError``
+propagates (the delivery itself is being cancelled: the step stays started, so
+the next delivery runs it again and counts the attempt).  A worker's own stop
+signals never surface inside a step: ``durasim worker`` handles SIGINT and
+SIGTERM by setting a flag (see ``scenarios/_cli_runs.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,6 +32,8 @@ import attrs
 from durasim.worlds import EventRequest
 
 from ._authoring import StepDef, with_closure
+from ._errors import passes_through
+from ._leases import running_steps
 from ._metadata import STEP_METADATA, WORKFLOW_METADATA, StepMetadata, WorkflowMetadata
 from ._payloads import RunPayloads, decode_payload
 from ._step_threads import run_in_step_thread
@@ -103,15 +112,29 @@ async def execute_step(
     workflow_token = WORKFLOW_METADATA.set(workflow)
     try:
         # ``is_async`` was read off ``definition.fn``; only a closure copy needs a look.
-        if definition.is_async or (fn is not definition.fn and inspect.iscoroutinefunction(fn)):
-            result = await fn(*args, **kwargs)
-        elif sync_in_thread:
+        if sync_in_thread and not (
+            definition.is_async or (fn is not definition.fn and inspect.iscoroutinefunction(fn))
+        ):
             result = await run_in_step_thread(fn, *args, **kwargs)
-        else:
-            result = fn(*args, **kwargs)
+        else:  # on this loop: named by the heartbeat if it blocks the loop
+            running, entry = running_steps(), (definition.name, time.monotonic())
+            running.append(entry)
+            try:
+                if definition.is_async or (
+                    fn is not definition.fn and inspect.iscoroutinefunction(fn)
+                ):
+                    result = await fn(*args, **kwargs)
+                else:
+                    result = fn(*args, **kwargs)
+            finally:
+                running.remove(entry)
     except FatalError as exc:
         return _failed(correlation_id, exc)
-    except Exception as exc:  # any user error is an outcome, never a crash
+    except asyncio.CancelledError:
+        raise  # the delivery is cancelled: not the step's outcome
+    except BaseException as exc:  # any user error is an outcome, never a crash
+        if passes_through(exc):  # an interrupt of the host (the simulator's watchdog)
+            raise
         return _retry_or_fail(definition, correlation_id, exc, attempt=attempt, now=now)
     finally:
         STEP_METADATA.reset(step_token)
@@ -134,7 +157,7 @@ def _failed(correlation_id: str, error: BaseException) -> StepOutcome:
 
 
 def _retry_or_fail(
-    definition: StepDef, correlation_id: str, error: Exception, *, attempt: int, now: datetime
+    definition: StepDef, correlation_id: str, error: BaseException, *, attempt: int, now: datetime
 ) -> StepOutcome:
     if attempt > definition.max_retries:
         return _failed(correlation_id, error)

@@ -1,10 +1,12 @@
 """Workers: claim orchestrator messages and run deliveries.
 
 A :class:`Worker` serves one World through its engine: each claimed message is
-handed to :meth:`Engine.handle`, which runs it and says how to settle it (the
-lease is renewed meanwhile): acked when the delivery ends, released with a
-back-off when the World failed under it, and re-queued with a count when the
-replay diverged (:func:`~durasim.runtime.lowlevel.settle`).  Runs whose deliveries
+handed to :meth:`Engine.handle`, which runs it and says how to settle it: acked
+when the delivery ends, released with a back-off when the World failed under it,
+and re-queued with a count when the replay diverged
+(:func:`~durasim.runtime.lowlevel.settle`).  The lease is renewed meanwhile by a
+heartbeat thread (:mod:`._leases`), so a step that blocks the loop cannot let it
+lapse.  Runs whose deliveries
 died are recovered by the queue itself: an unacked message is redelivered, with
 the same id, once its lease expires.
 """
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,7 @@ from durasim.worlds import Delivery, World, WorldError
 from ._client import Run
 from ._engine import engine_for
 from ._errors import RunNotFinished
+from ._leases import Heartbeat, LeaseKeeper, LeasePolicy
 from ._orchestrator import QUEUE_PREFIX, DeliveryReport, Limits
 from ._settlement import REQUEUE_DELAY, DeliveryStatus, SettleAction, Settlement
 from ._wake import enqueue_wake
@@ -41,7 +43,12 @@ class Worker:
     Args:
         world: the World to serve.
         limits: per-run limits.
-        lease_seconds: how long a claimed message stays ours without renewal.
+        lease_seconds: how long a claimed message stays ours without renewal, and so
+            how soon a killed worker's runs move to another worker (default 5 s).
+        renew_every: seconds between lease renewals (default: 1 s, or a third of a
+            shorter lease); must be less than ``lease_seconds``.
+        warn_blocked_after: a step that blocks the event loop longer than this
+            many seconds is logged by name (default 1 s).
         concurrency: deliveries run at once by :meth:`serve`.
         on_report: called with the report of every delivery (e.g. to log it).
 
@@ -54,14 +61,20 @@ class Worker:
         world: World,
         *,
         limits: Limits | None = None,
-        lease_seconds: float = 30.0,
+        lease_seconds: float | None = None,
+        renew_every: float | None = None,
+        warn_blocked_after: float = 1.0,
         concurrency: int = 4,
         on_report: Callable[[DeliveryReport], None] | None = None,
     ) -> None:
+        policy = LeasePolicy.of(lease_seconds, renew_every, warn_blocked_after=warn_blocked_after)
         self.world = world
         self.engine = engine_for(world)
         self.limits = limits or Limits()
-        self.lease_seconds = lease_seconds
+        self.lease_seconds = policy.lease_seconds
+        #: The leases held now; renewed by :attr:`heartbeat`'s thread.
+        self.leases = LeaseKeeper(policy)
+        self.heartbeat = Heartbeat(world, self.leases)
         self.concurrency = concurrency
         self.on_report = on_report
         #: The most recent delivery reports (bounded: a serving worker runs forever).
@@ -153,7 +166,7 @@ class Worker:
             await asyncio.gather(sleep, stopping, return_exceptions=True)
 
     async def _handle(self, delivery: Delivery) -> DeliveryReport | None:
-        renew = asyncio.ensure_future(self._renew(delivery))
+        renew = self._renew(delivery)
         try:
             handled = await self.engine.handle(
                 delivery.message.queue_name,
@@ -180,12 +193,27 @@ class Worker:
         if self.on_report is not None:
             self.on_report(report)
 
-    async def _renew(self, delivery: Delivery) -> None:
-        current = delivery
-        with contextlib.suppress(asyncio.CancelledError, WorldError):
-            while True:
-                await asyncio.sleep(self.lease_seconds / 3)
-                current = await self.world.queue.extend(current, lease_seconds=self.lease_seconds)
+    def _renew(self, delivery: Delivery) -> _Renewal:
+        """Keep ``delivery``'s lease renewed (off this loop) until ``.cancel()``."""
+        self.heartbeat.acquire()
+        self.leases.hold(delivery)
+        return _Renewal(self, delivery)
+
+
+class _Renewal:
+    """A held lease; ``cancel()`` (idempotent) stops renewing it."""
+
+    __slots__ = ("_delivery", "_worker")
+
+    def __init__(self, worker: Worker, delivery: Delivery) -> None:
+        self._worker: Worker | None = worker
+        self._delivery = delivery
+
+    def cancel(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.leases.drop(self._delivery)
+            worker.heartbeat.release()
 
 
 async def apply_settlement(world: World, delivery: Delivery, settlement: Settlement) -> None:

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from durasim.runtime import build_manifest
+from durasim.runtime import LeaseOptionsError, LeasePolicy, build_manifest
 from durasim.worlds import (
     DurasimError,
     Event,
@@ -198,8 +198,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     workerp.add_argument(
         "--lease-seconds",
         type=float,
-        default=30.0,
-        help="a dead worker's runs move to another worker after this long",
+        default=None,
+        help="a dead worker's runs move to another worker after this long (default 5)",
+    )
+    workerp.add_argument(
+        "--renew-every",
+        type=float,
+        default=None,
+        help="seconds between lease renewals, less than the lease (default 1, or lease/3)",
     )
     inspectp = sub.add_parser("inspect", help="show runs, one run, or one run's events")
     inspectp.add_argument("what", choices=["runs", "run", "events"])
@@ -226,6 +232,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     reprop.add_argument("--no-trace", action="store_true", help="print the verdict only")
     args = parser.parse_args(argv)
+    if args.command == "worker":
+        try:
+            LeasePolicy.of(args.lease_seconds, args.renew_every)
+        except LeaseOptionsError as exc:
+            workerp.error(str(exc))
     if args.command == "reproduce":
         return cmd_reproduce(args.seed, imports=args.imports, trace=not args.no_trace)
     if args.command == "manifest":
@@ -253,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     world_path=args.world,
                     concurrency=args.concurrency,
                     lease_seconds=args.lease_seconds,
+                    renew_every=args.renew_every,
                 )
             )
         if args.command == "inspect":

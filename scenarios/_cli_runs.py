@@ -143,7 +143,8 @@ async def cmd_worker(
     *,
     world_path: str | None,
     concurrency: int,
-    lease_seconds: float = 30.0,
+    lease_seconds: float | None = None,
+    renew_every: float | None = None,
 ) -> int:
     """Serve a World until SIGTERM/SIGINT; in-flight deliveries finish first."""
     for module in modules:
@@ -160,6 +161,7 @@ async def cmd_worker(
             world,
             concurrency=concurrency,
             lease_seconds=lease_seconds,
+            renew_every=renew_every,
             on_report=lambda r: print(
                 f"durasim worker: run {r.run_id} {r.status}", file=sys.stderr
             ),

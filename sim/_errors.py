@@ -65,6 +65,9 @@ class Crashed(BaseException):
     code records it as a failure: a crashed process records nothing.
     """
 
+    #: Not a step's or workflow's outcome: the runtime lets it propagate.
+    durasim_passthrough = True
+
 
 class WallBudgetInterrupt(SystemExit):
     """A control-flow signal raised in the simulation's thread by its watchdog.
@@ -76,3 +79,6 @@ class WallBudgetInterrupt(SystemExit):
     failure, as a dying process would.  The Sim catches it there and halts with a
     report; scripts never see it.
     """
+
+    #: Not a step's or workflow's outcome: the runtime lets it propagate.
+    durasim_passthrough = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -20,10 +21,14 @@ from ._entities import Chunk, ChunkPage, Delivery, Message, StreamInfo
 from ._errors import LeaseLost, StreamClosed
 from ._events import check_stream_name
 
+#: Queue updates may come from a worker's heartbeat thread too (lease renewals).  One
+#: lock for every MemoryWorld: a World stays picklable, and holders never wait long.
+_QUEUE_LOCK = threading.Lock()
+
 if TYPE_CHECKING:
     from ._memory import MemoryWorld
 
-__all__ = ["MemoryQueue", "MemoryStreams", "QueueSlot", "StreamBuffer"]
+__all__ = ["MemoryLeaseRenewer", "MemoryQueue", "MemoryStreams", "QueueSlot", "StreamBuffer"]
 
 
 @attrs.define
@@ -87,39 +92,40 @@ class MemoryQueue(_Facet):
     async def claim(
         self, *, queue_prefix: str = "", lease_seconds: float = 30.0
     ) -> Delivery | None:
-        w = self._w
-        lease = check_delay(lease_seconds, what="lease_seconds")
-        now = w._clock.now()
-        busy = {
-            s.message.run_id
-            for s in w._queue.values()
-            if s.message.orchestrator
-            and s.lease_expires_at is not None
-            and s.lease_expires_at > now
-        }
-        due = sorted(
-            (
-                s
+        with _QUEUE_LOCK:  # a heartbeat thread may extend meanwhile
+            w = self._w
+            lease = check_delay(lease_seconds, what="lease_seconds")
+            now = w._clock.now()
+            busy = {
+                s.message.run_id
                 for s in w._queue.values()
-                if s.message.queue_name.startswith(queue_prefix) and s.claimable_at() <= now
-            ),
-            key=lambda s: (s.claimable_at(), s.order),
-        )
-        for slot in due:
-            message = slot.message
-            if message.orchestrator and message.run_id in busy:
-                continue
-            if w._max_deliveries is not None and message.attempt >= w._max_deliveries:
-                self._dead_letter(slot)
-                continue
-            message = attrs.evolve(message, attempt=message.attempt + 1)
-            slot.message = message
-            slot.lease_id = w._ids.new_id("lease")
-            slot.lease_expires_at = now + timedelta(seconds=lease)
-            return Delivery(
-                message=message, lease_id=slot.lease_id, lease_expires_at=slot.lease_expires_at
+                if s.message.orchestrator
+                and s.lease_expires_at is not None
+                and s.lease_expires_at > now
+            }
+            due = sorted(
+                (
+                    s
+                    for s in w._queue.values()
+                    if s.message.queue_name.startswith(queue_prefix) and s.claimable_at() <= now
+                ),
+                key=lambda s: (s.claimable_at(), s.order),
             )
-        return None
+            for slot in due:
+                message = slot.message
+                if message.orchestrator and message.run_id in busy:
+                    continue
+                if w._max_deliveries is not None and message.attempt >= w._max_deliveries:
+                    self._dead_letter(slot)
+                    continue
+                message = attrs.evolve(message, attempt=message.attempt + 1)
+                slot.message = message
+                slot.lease_id = w._ids.new_id("lease")
+                slot.lease_expires_at = now + timedelta(seconds=lease)
+                return Delivery(
+                    message=message, lease_id=slot.lease_id, lease_expires_at=slot.lease_expires_at
+                )
+            return None
 
     def _dead_letter(self, slot: QueueSlot) -> None:
         w = self._w
@@ -139,25 +145,32 @@ class MemoryQueue(_Facet):
         return slot
 
     async def ack(self, delivery: Delivery) -> None:
-        slot = self._held(delivery)
-        del self._w._queue[delivery.message_id]
-        if slot.message.idempotency_key is not None:
-            self._w._idempotency.pop(slot.message.idempotency_key, None)
+        with _QUEUE_LOCK:  # a heartbeat thread may extend meanwhile
+            slot = self._held(delivery)
+            del self._w._queue[delivery.message_id]
+            if slot.message.idempotency_key is not None:
+                self._w._idempotency.pop(slot.message.idempotency_key, None)
 
     async def release(self, delivery: Delivery, *, delay: float = 0.0) -> None:
-        slot = self._held(delivery)
-        delay = check_delay(delay)
-        slot.lease_id = None
-        slot.lease_expires_at = None
-        slot.message = attrs.evolve(
-            slot.message, available_at=self._w._clock.now() + timedelta(seconds=delay)
-        )
+        with _QUEUE_LOCK:  # a heartbeat thread may extend meanwhile
+            slot = self._held(delivery)
+            delay = check_delay(delay)
+            slot.lease_id = None
+            slot.lease_expires_at = None
+            slot.message = attrs.evolve(
+                slot.message, available_at=self._w._clock.now() + timedelta(seconds=delay)
+            )
 
     async def extend(self, delivery: Delivery, *, lease_seconds: float) -> Delivery:
-        slot = self._held(delivery)
-        lease = check_delay(lease_seconds, what="lease_seconds")
-        slot.lease_expires_at = self._w._clock.now() + timedelta(seconds=lease)
-        return attrs.evolve(delivery, lease_expires_at=slot.lease_expires_at)
+        with _QUEUE_LOCK:  # a heartbeat thread may extend meanwhile
+            slot = self._held(delivery)
+            lease = check_delay(lease_seconds, what="lease_seconds")
+            slot.lease_expires_at = self._w._clock.now() + timedelta(seconds=lease)
+            return attrs.evolve(delivery, lease_expires_at=slot.lease_expires_at)
+
+    def lease_renewer(self) -> MemoryLeaseRenewer:
+        """An extender for another thread (the World's state is updated under its lock)."""
+        return MemoryLeaseRenewer(self)
 
     async def next_due(self, *, queue_prefix: str = "") -> datetime | None:
         times = [
@@ -173,6 +186,19 @@ class MemoryQueue(_Facet):
 
     async def dead_letters(self) -> tuple[Message, ...]:
         return tuple(self._w._dead)
+
+
+class MemoryLeaseRenewer:
+    """Renews leases from another thread: check and update under the queue's lock."""
+
+    def __init__(self, queue: MemoryQueue) -> None:
+        self._queue = queue
+
+    async def extend(self, delivery: Delivery, *, lease_seconds: float) -> Delivery:
+        return await self._queue.extend(delivery, lease_seconds=lease_seconds)
+
+    async def close(self) -> None:
+        pass
 
 
 class MemoryStreams(_Facet):

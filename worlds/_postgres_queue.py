@@ -43,7 +43,7 @@ from ._time import from_micros, to_micros
 if TYPE_CHECKING:
     from ._postgres import Conn, PostgresWorld
 
-__all__ = ["PostgresQueue", "PostgresStreams"]
+__all__ = ["PostgresLeaseRenewer", "PostgresQueue", "PostgresStreams"]
 
 MESSAGE_COLUMNS = (
     "message_id, queue_name, payload, available_at, enqueued_at, attempt, run_id, "
@@ -299,6 +299,10 @@ class PostgresQueue(_Facet):
             raise _lease_lost(delivery)
         return attrs.evolve(delivery, lease_expires_at=expires)
 
+    def lease_renewer(self) -> PostgresLeaseRenewer:
+        """An extender for another thread: its own connection, opened in that thread's loop."""
+        return PostgresLeaseRenewer(self._w)
+
     async def next_due(self, *, queue_prefix: str = "") -> datetime | None:
         async def body(conn: Conn) -> Any:
             cur = await conn.execute(
@@ -411,6 +415,50 @@ class PostgresQueue(_Facet):
         with contextlib.suppress(psycopg.Error):
             await conn.close()
         self._forget_listener()
+
+
+class PostgresLeaseRenewer:
+    """Renews leases on a connection of its own (autocommit), outside the World's pool.
+
+    The pool belongs to the World's event loop; this connection belongs to the
+    loop of the thread that calls :meth:`extend` (a worker's heartbeat), so a
+    step that blocks the World's loop cannot hold renewals back.  A lost
+    connection is reopened by the next call.
+    """
+
+    def __init__(self, world: PostgresWorld) -> None:
+        self._w = world
+        self._conn: Conn | None = None
+
+    async def extend(self, delivery: Delivery, *, lease_seconds: float) -> Delivery:
+        lease = check_delay(lease_seconds, what="lease_seconds")
+        expires = self._w._clock.now() + timedelta(seconds=lease)
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = await self._w.connect()
+            cur = await self._conn.execute(
+                "UPDATE messages SET lease_expires_at = %s, due_at = %s "
+                "WHERE message_id = %s AND lease_id = %s",
+                (to_micros(expires), to_micros(expires), delivery.message_id, delivery.lease_id),
+            )
+        except psycopg.Error as exc:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    await conn.close()
+            raise WorldError(
+                f"PostgreSQL World {self._w.schema!r}: renewing the lease of message "
+                f"{delivery.message_id!r} failed ({exc}); it is retried"
+            ) from exc
+        if cur.rowcount != 1:
+            raise _lease_lost(delivery)
+        return attrs.evolve(delivery, lease_expires_at=expires)
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
 
 
 class PostgresStreams(_Facet):

@@ -24,14 +24,14 @@ from ._checks import (
     clamp_start,
 )
 from ._entities import Chunk, ChunkPage, Delivery, Message, StreamInfo
-from ._errors import InvalidRequest, LeaseLost, StreamClosed
+from ._errors import InvalidRequest, LeaseLost, StreamClosed, WorldError
 from ._events import check_stream_name
 from ._time import from_micros, to_micros
 
 if TYPE_CHECKING:
     from ._sqlite import SQLiteWorld
 
-__all__ = ["SQLiteQueue", "SQLiteStreams"]
+__all__ = ["SQLiteLeaseRenewer", "SQLiteQueue", "SQLiteStreams"]
 
 
 def _message_from_row(row: Sequence[Any]) -> Message:
@@ -200,6 +200,10 @@ class SQLiteQueue(_Facet):
             )
         return attrs.evolve(delivery, lease_expires_at=expires)
 
+    def lease_renewer(self) -> SQLiteLeaseRenewer:
+        """An extender for another thread: its own connection to the file (opened there)."""
+        return SQLiteLeaseRenewer(self._w)
+
     async def next_due(self, *, queue_prefix: str = "") -> datetime | None:
         row = (
             self._w._live()
@@ -226,6 +230,63 @@ class SQLiteQueue(_Facet):
             .fetchall()
         )
         return tuple(_message_from_row(r) for r in rows)
+
+
+class SQLiteLeaseRenewer:
+    """Renews leases on a connection of its own, so a busy World loop cannot hold it back.
+
+    The connection is opened by the first :meth:`extend`, in the calling thread
+    (a heartbeat thread), and waits for the write lock at most a second: a
+    renewal that cannot get it is retried at the next beat.
+    """
+
+    def __init__(self, world: SQLiteWorld) -> None:
+        self._w = world
+        self._db: sqlite3.Connection | None = None
+
+    async def extend(self, delivery: Delivery, *, lease_seconds: float) -> Delivery:
+        lease = check_delay(lease_seconds, what="lease_seconds")
+        w = self._w
+        try:
+            if self._db is None:
+                self._db = sqlite3.connect(w.path, isolation_level=None, timeout=1.0)
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                expires = w._clock.now() + timedelta(seconds=lease)
+                updated = db.execute(
+                    "UPDATE messages SET lease_expires_at = ?, due_at = ? "
+                    "WHERE message_id = ? AND lease_id = ?",
+                    (
+                        to_micros(expires),
+                        to_micros(expires),
+                        delivery.message_id,
+                        delivery.lease_id,
+                    ),
+                ).rowcount
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise WorldError(
+                f"SQLite World {str(w.path)!r}: renewing the lease of message "
+                f"{delivery.message_id!r} failed ({exc}); it is retried",
+                path=str(w.path),
+            ) from exc
+        if updated != 1:
+            raise LeaseLost(
+                f"message {delivery.message_id!r}: lease {delivery.lease_id!r} is no longer "
+                "held (acked, or re-claimed after it expired); it cannot be renewed",
+                message_id=delivery.message_id,
+            )
+        return attrs.evolve(delivery, lease_expires_at=expires)
+
+    async def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
 
 
 class SQLiteStreams(_Facet):

@@ -43,7 +43,7 @@ from durasim.worlds import EventType, PostgresWorld
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="uses SIGKILL")
 
 HERE = Path(__file__).parent
-#: A killed worker's runs move on after this long (the default, 30 s, is for production).
+#: A killed worker's runs move on after this long (shorter than the worker's default, 5 s).
 LEASE_SECONDS = 2.0
 WORKER = [sys.executable, "-m", "durasim.scenarios", "worker", "pgload_flows"]
 

@@ -1,0 +1,426 @@
+"""Keeping the leases of claimed messages alive, away from the loop that runs steps.
+
+A worker holds a lease on every message it is delivering.  If the lease runs
+out, another worker may claim the message and run the same delivery again, so
+the lease must be renewed for as long as the delivery runs, however busy the
+delivery keeps its event loop: an ``async def`` step that calls blocking code
+(a sync HTTP client, CPU work) stops every task on that loop, a renewal task
+included.  So renewal does not run there:
+
+* :class:`LeasePolicy`: how long a lease lasts and how often it is renewed
+  (validated: a lease that could lapse between two renewals is refused).
+* :class:`LeaseKeeper`: the leases held now and which are due for renewal,
+  with an injected clock and an ``extend`` callable.  It is plain logic: the
+  :class:`Heartbeat` drives it in real time, and a simulator can drive it in
+  virtual time by calling :meth:`LeaseKeeper.renew_due` itself.
+* :class:`Heartbeat`: one thread per worker with its own event loop, renewing
+  every held lease through the World's off-loop renewer
+  (``world.queue.lease_renewer()``: a separate connection for SQLite and
+  PostgreSQL, a locked update for the in-memory World) and watching the
+  worker's loop: a step that blocks it longer than
+  :attr:`LeasePolicy.warn_blocked_after` is logged with its name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Protocol
+
+import attrs
+
+from durasim.worlds import Delivery, DurasimError, LeaseLost, World, WorldError
+
+__all__ = [
+    "DEFAULT_LEASE_SECONDS",
+    "DEFAULT_RENEW_EVERY",
+    "Heartbeat",
+    "LeaseKeeper",
+    "LeaseOptionsError",
+    "LeasePolicy",
+    "LeaseRenewer",
+    "running_steps",
+]
+
+#: A dead worker's messages are claimable again this long after its last renewal.
+DEFAULT_LEASE_SECONDS = 5.0
+#: A live worker renews each lease this often: four renewals may fail before it lapses.
+DEFAULT_RENEW_EVERY = 1.0
+
+log = logging.getLogger("durasim.runtime")
+
+
+class LeaseOptionsError(DurasimError, ValueError):
+    """Lease options that would let a live worker's message be taken from it."""
+
+
+def _positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise LeaseOptionsError(f"{name}={value!r}: pass a finite number of seconds")
+    if value <= 0:
+        raise LeaseOptionsError(
+            f"{name}={value!r}: a lease option must be more than 0 seconds (a lease of 0 "
+            "expires as it is taken, so another worker could run the same delivery); "
+            f"pass e.g. {name}={DEFAULT_LEASE_SECONDS if 'lease' in name else DEFAULT_RENEW_EVERY}"
+        )
+    return float(value)
+
+
+@attrs.frozen
+class LeasePolicy:
+    """How leases are held.
+
+    Args:
+        lease_seconds: how long a claimed message stays ours without renewal;
+            also how soon a killed worker's messages can be claimed again.
+        renew_every: seconds between renewals; must be less than
+            ``lease_seconds`` (:meth:`of` derives it from the lease).
+        warn_blocked_after: a step that blocks the worker's event loop longer
+            than this is logged (its lease stays renewed regardless).
+    """
+
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    renew_every: float = DEFAULT_RENEW_EVERY
+    warn_blocked_after: float = 1.0
+
+    def __attrs_post_init__(self) -> None:
+        lease = _positive("lease_seconds", self.lease_seconds)
+        every = _positive("renew_every", self.renew_every)
+        _positive("warn_blocked_after", self.warn_blocked_after)
+        if every >= lease:
+            raise LeaseOptionsError(
+                f"renew_every={self.renew_every!r} is not less than lease_seconds="
+                f"{self.lease_seconds!r}: the lease would lapse before it is renewed; pass a "
+                f"renewal interval of at most a third of the lease (e.g. {lease / 5:g})"
+            )
+
+    @classmethod
+    def of(
+        cls,
+        lease_seconds: float | None,
+        renew_every: float | None,
+        *,
+        warn_blocked_after: float = 1.0,
+    ) -> LeasePolicy:
+        """A policy from worker options; a missing ``renew_every`` is derived from the lease.
+
+        The derived interval is :data:`DEFAULT_RENEW_EVERY`, or a third of a
+        shorter lease's length, so several renewals can fail before it lapses.
+        """
+        lease = DEFAULT_LEASE_SECONDS if lease_seconds is None else lease_seconds
+        if renew_every is None:
+            renew_every = min(DEFAULT_RENEW_EVERY, _positive("lease_seconds", lease) / 3)
+        return cls(
+            lease_seconds=lease, renew_every=renew_every, warn_blocked_after=warn_blocked_after
+        )
+
+
+class LeaseRenewer(Protocol):
+    """Extends leases from a thread other than the World's own (``queue.lease_renewer()``).
+
+    Every call comes from one thread, in that thread's event loop.
+    """
+
+    async def extend(self, delivery: Delivery, *, lease_seconds: float) -> Delivery:
+        """Renew the lease from now; :class:`LeaseLost` if another claim took it."""
+        ...
+
+    async def close(self) -> None:
+        """Release the renewer's resources (its connection)."""
+        ...
+
+
+Extend = Callable[[Delivery], Awaitable[Delivery]]
+
+
+@attrs.define(eq=False)
+class _Held:
+    delivery: Delivery
+    renewed_at: float
+    lost: bool = False
+
+
+class LeaseKeeper:
+    """The leases a worker holds, and their renewal.
+
+    Thread-safe: deliveries are held and dropped on the worker's loop while
+    :meth:`renew_due` runs on the heartbeat's.
+
+    Args:
+        policy: lease length and renewal interval.
+        clock: monotonic seconds (injected: a simulator passes virtual time).
+    """
+
+    def __init__(self, policy: LeasePolicy, *, clock: Callable[[], float] = time.monotonic):
+        self.policy = policy
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._held: dict[str, _Held] = {}
+
+    def hold(self, delivery: Delivery) -> None:
+        """Start renewing ``delivery``'s lease (it was just claimed or renewed)."""
+        with self._lock:
+            self._held[delivery.lease_id] = _Held(delivery, self._clock())
+
+    def drop(self, delivery: Delivery) -> None:
+        """Stop renewing (the delivery is being settled)."""
+        with self._lock:
+            self._held.pop(delivery.lease_id, None)
+
+    @contextlib.contextmanager
+    def holding(self, delivery: Delivery) -> Iterator[None]:
+        """Hold ``delivery`` for the ``with`` block."""
+        self.hold(delivery)
+        try:
+            yield
+        finally:
+            self.drop(delivery)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+    def due(self) -> list[Delivery]:
+        """The held leases whose renewal is due now."""
+        now = self._clock()
+        with self._lock:
+            return [
+                h.delivery
+                for h in self._held.values()
+                if not h.lost and now - h.renewed_at >= self.policy.renew_every
+            ]
+
+    async def renew_due(self, extend: Extend) -> int:
+        """Renew every due lease with ``extend``; returns how many were renewed.
+
+        A lost lease (another worker took the message after it expired) is
+        logged and no longer renewed; the delivery's own writes are fenced by
+        the log, so it cannot record anything over the new holder.  A World
+        error leaves the lease to be retried at the next round.
+        """
+        renewed = 0
+        for delivery in self.due():
+            try:
+                fresh = await extend(delivery)
+            except LeaseLost:
+                log.warning(
+                    "message %s: its lease expired and another worker claimed it; this "
+                    "worker's delivery will be fenced off (lengthen lease_seconds if it "
+                    "was alive)",
+                    delivery.message_id,
+                )
+                with self._lock:
+                    held = self._held.get(delivery.lease_id)
+                    if held is not None:
+                        held.lost = True
+                continue
+            except WorldError as exc:
+                log.info(
+                    "message %s: lease renewal failed (%s); retrying", delivery.message_id, exc
+                )
+                continue
+            with self._lock:
+                held = self._held.get(delivery.lease_id)
+                if held is not None:
+                    held.delivery, held.renewed_at = fresh, self._clock()
+            renewed += 1
+        return renewed
+
+
+# -- which step is running on a loop (for the blocked-loop warning) ------------------
+
+#: The step bodies running on each thread's loop, by thread id.  Lists and dicts are
+#: updated atomically under the GIL, so the loop's thread needs no lock (hot path).
+_running: dict[int, list[tuple[str, float]]] = {}
+
+
+def running_steps() -> list[tuple[str, float]]:
+    """This thread's running step bodies: append ``(name, time.monotonic())``, remove it after."""
+    ident = threading.get_ident()
+    names = _running.get(ident)
+    if names is None:
+        names = _running.setdefault(ident, [])
+    return names
+
+
+def _steps_on(thread_id: int, *, since: float) -> list[str]:
+    """The step bodies on the thread's loop that began before ``since`` and are still running."""
+    return [name for name, began in list(_running.get(thread_id, ())) if began <= since]
+
+
+class Heartbeat:
+    """A thread that renews a :class:`LeaseKeeper`'s leases and watches a loop.
+
+    :meth:`acquire` starts it (or keeps it) and :meth:`release` lets it go; with
+    no user for :data:`LINGER_SECONDS` the thread ends, so a serving worker
+    keeps one thread, not one per delivery.  The thread runs its own event
+    loop, so a renewer bound to it (a separate database connection) never
+    touches the worker's.
+
+    Args:
+        world: the World whose queue renews the leases.
+        keeper: the held leases.
+    """
+
+    #: How long the thread outlives its last user (a burst of deliveries shares it).
+    LINGER_SECONDS = 3.0
+
+    def __init__(self, world: World, keeper: LeaseKeeper) -> None:
+        self.world = world
+        self.keeper = keeper
+        self._users = 0
+        self._idle_since: float | None = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._watched: asyncio.AbstractEventLoop | None = None
+        self._watched_thread = 0
+
+    @property
+    def alive(self) -> bool:
+        """Whether the heartbeat thread is running."""
+        with self._lock:
+            return self._thread is not None
+
+    def acquire(self) -> None:
+        """Start the thread if it is not running; called on the worker's loop."""
+        with self._lock:
+            self._users += 1
+            self._idle_since = None
+            self._watched = asyncio.get_running_loop()
+            self._watched_thread = threading.get_ident()
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(
+                target=self._main, name="durasim-heartbeat", daemon=True
+            )
+            self._thread.start()
+
+    def release(self) -> None:
+        """One user is done; the thread ends after :data:`LINGER_SECONDS` without one."""
+        with self._lock:
+            self._users -= 1
+            if self._users == 0:
+                self._idle_since = time.monotonic()
+
+    def _finished(self) -> bool:
+        """Whether the thread should end now (and, if so, forget it: the next user starts one)."""
+        with self._lock:
+            idle = self._idle_since
+            if self._users or idle is None or time.monotonic() - idle < self.LINGER_SECONDS:
+                return False
+            self._thread = None
+            return True
+
+    def _main(self) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(self._beat())
+        finally:
+            loop.close()
+
+    async def _beat(self) -> None:
+        policy = self.keeper.policy
+        make = getattr(self.world.queue, "lease_renewer", None)
+        renewer: LeaseRenewer | None = make() if make is not None else None
+        extend = self._extender(renewer)
+        watcher = _LoopWatcher(self, policy.warn_blocked_after)
+        tick = min(policy.renew_every, policy.warn_blocked_after) / 2
+        try:
+            while not self._finished():
+                watcher.check()
+                try:
+                    await self.keeper.renew_due(extend)
+                except Exception:  # never let the heartbeat die; the next beat retries
+                    log.exception("lease renewal failed")
+                await asyncio.sleep(tick)
+        finally:
+            if renewer is not None:
+                with contextlib.suppress(Exception):
+                    await renewer.close()
+
+    def _extender(self, renewer: LeaseRenewer | None) -> Extend:
+        lease = self.keeper.policy.lease_seconds
+        if renewer is not None:
+            found = renewer
+
+            async def off_loop(delivery: Delivery) -> Delivery:
+                return await found.extend(delivery, lease_seconds=lease)
+
+            return off_loop
+        # A World without an off-loop renewer: renew on its own loop (a step that
+        # blocks that loop also holds the renewal back, as the World requires).
+        world = self.world
+
+        async def on_loop(delivery: Delivery) -> Delivery:
+            watched = self._watched
+            assert watched is not None
+            future = asyncio.run_coroutine_threadsafe(
+                world.queue.extend(delivery, lease_seconds=lease), watched
+            )
+            return await asyncio.wrap_future(future)
+
+        return on_loop
+
+
+class _LoopWatcher:
+    """Pings a loop from another thread; a ping unanswered for too long is a blocked loop."""
+
+    def __init__(self, heartbeat: Heartbeat, threshold: float) -> None:
+        self._heartbeat = heartbeat
+        self._threshold = threshold
+        self._sent: float | None = None
+        self._answered = threading.Event()
+        self._warned: list[str] | None = None
+
+    def check(self) -> None:
+        loop = self._heartbeat._watched
+        if loop is None or loop.is_closed():
+            return
+        now = time.monotonic()
+        if self._sent is not None and not self._answered.is_set():
+            blocked = now - self._sent
+            if blocked > self._threshold and self._warned is None:
+                # The steps that have run on the loop for longer than the threshold.
+                since = now - self._threshold
+                self._warned = _steps_on(self._heartbeat._watched_thread, since=since)
+                # A long delivery on a World whose calls never yield (memory, SQLite) also
+                # keeps the loop: only a step body running all along is worth a warning.
+                level = logging.WARNING if self._warned else logging.DEBUG
+                log.log(
+                    level,
+                    "%s has blocked the worker's event loop for %.1f s (blocking code in async "
+                    "def?); its lease is still renewed, but other deliveries on this loop wait",
+                    _describe(self._warned),
+                    blocked,
+                )
+            return
+        if self._sent is not None and self._warned:
+            log.warning(
+                "%s blocked the worker's event loop for %.1f s",
+                _describe(self._warned),
+                self._answered_at - self._sent,
+            )
+        self._warned = None
+        self._answered.clear()
+        self._sent = now
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self._answer)
+
+    def _answer(self) -> None:
+        self._answered_at = time.monotonic()
+        self._answered.set()
+
+    _answered_at: float = 0.0
+
+
+def _describe(names: list[str]) -> str:
+    if not names:
+        return "the delivery (no single step body)"
+    if len(names) == 1:
+        return f"step {names[0]!r}"
+    return "one of the steps " + ", ".join(repr(n) for n in names)

@@ -1,0 +1,279 @@
+"""Lease options, the lease keeper, the heartbeat, and steps raising BaseExceptions.
+
+The keeper is driven with an injected clock (no waiting).  Two tests block a
+real event loop on purpose (that is the behaviour under test), for under a
+second each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from durasim.runtime import (
+    LeaseOptionsError,
+    LeasePolicy,
+    Limits,
+    Worker,
+    WorkflowFailed,
+    start,
+    step,
+    workflow,
+)
+from durasim.runtime._leases import LeaseKeeper
+from durasim.scenarios import main
+from durasim.worlds import (
+    Delivery,
+    EventType,
+    FixedClock,
+    LeaseLost,
+    MemoryWorld,
+    Message,
+    World,
+    WorldError,
+)
+
+# -- options ------------------------------------------------------------------------
+
+
+def test_defaults_recover_a_dead_workers_runs_in_about_five_seconds() -> None:
+    policy = LeasePolicy()
+    assert (policy.lease_seconds, policy.renew_every) == (5.0, 1.0)
+    worker = Worker(MemoryWorld())
+    assert worker.lease_seconds == 5.0
+    assert worker.leases.policy.renew_every == 1.0
+    assert LeasePolicy.of(30.0, None).renew_every == 1.0
+    assert LeasePolicy.of(0.3, None).renew_every == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(
+    ("lease", "renew", "says"),
+    [
+        (0, None, "lease_seconds=0: a lease option must be more than 0"),
+        (-1.0, None, "more than 0 seconds"),
+        (math.nan, None, "finite number"),
+        (math.inf, None, "finite number"),
+        (5.0, 5.0, "renew_every=5.0 is not less than lease_seconds=5.0"),
+        (5.0, 0, "renew_every=0"),
+        (1.0, 2.0, "the lease would lapse before it is renewed"),
+    ],
+)
+def test_lease_options_are_validated(lease: float, renew: float | None, says: str) -> None:
+    with pytest.raises(LeaseOptionsError, match=says.replace("(", r"\(").replace(".", r"\.")):
+        Worker(MemoryWorld(), lease_seconds=lease, renew_every=renew)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--lease-seconds", "0"], ["--lease-seconds", "2", "--renew-every", "2"]],
+)
+def test_the_worker_cli_refuses_bad_lease_options(
+    options: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["worker", *options])
+    assert exited.value.code == 2
+    assert "lease" in capsys.readouterr().err
+
+
+# -- the keeper, in injected time ---------------------------------------------------
+
+
+def _delivery(n: int) -> Delivery:
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    message = Message(
+        message_id=f"msg{n}", queue_name="q", payload=b"", available_at=now, enqueued_at=now
+    )
+    return Delivery(message=message, lease_id=f"lease{n}", lease_expires_at=now)
+
+
+async def test_the_keeper_renews_what_is_due_and_forgets_lost_leases() -> None:
+    now = [0.0]
+    keeper = LeaseKeeper(LeasePolicy(lease_seconds=5, renew_every=1), clock=lambda: now[0])
+    calls: Counter[str] = Counter()
+    fail: dict[str, BaseException] = {}
+
+    async def extend(delivery: Delivery) -> Delivery:
+        calls[delivery.message_id] += 1
+        if delivery.message_id in fail:
+            raise fail[delivery.message_id]
+        return delivery
+
+    a, b, c = _delivery(1), _delivery(2), _delivery(3)
+    for d in (a, b, c):
+        keeper.hold(d)
+    assert await keeper.renew_due(extend) == 0  # just claimed: nothing due
+    now[0] = 1.0
+    fail["msg2"] = LeaseLost("taken", message_id="msg2")
+    fail["msg3"] = WorldError("busy")
+    assert await keeper.renew_due(extend) == 1
+    now[0] = 1.5
+    assert await keeper.renew_due(extend) == 0  # a renewed at 1.0; c is retried...
+    assert calls == Counter(msg1=1, msg2=1, msg3=2)  # ...and b, lost, never again
+    keeper.drop(a)
+    now[0] = 10.0
+    fail.clear()
+    assert await keeper.renew_due(extend) == 1  # only c: a dropped, b lost
+    assert len(keeper) == 2
+
+
+# -- the heartbeat, on a real (blocked) loop ----------------------------------------
+
+BLOCKS: Counter[str] = Counter()
+
+
+@step(max_retries=0)
+async def hog(seconds: float) -> str:
+    BLOCKS["hog"] += 1
+    time.sleep(seconds)  # noqa: ASYNC251 - blocking code in async def: what is survived
+    return "done"
+
+
+@workflow
+async def hogging(seconds: float) -> str:
+    return await hog(seconds)
+
+
+async def test_a_step_blocking_the_loop_keeps_its_lease_and_is_named(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    BLOCKS.clear()
+    world = MemoryWorld()  # the real clock: the lease really runs out unless renewed
+    run = await start(hogging, 0.6, world=world)
+    first = Worker(world, lease_seconds=0.2, renew_every=0.05, warn_blocked_after=0.1)
+    second = Worker(world, lease_seconds=0.2, renew_every=0.05)
+    with caplog.at_level(logging.WARNING, logger="durasim.runtime"):
+        assert await first.run_one()
+        # Had the lease lapsed during the block, the message would be claimable now.
+        assert not await second.run_one()
+        assert await first.run_until_complete(run, poll=0.05) == "done"
+    assert BLOCKS["hog"] == 1
+    blocked = [
+        r.getMessage() for r in caplog.records if "blocked the worker's event loop" in r.message
+    ]
+    assert blocked
+    assert all("hog" in m for m in blocked)
+
+
+# -- steps that raise BaseExceptions ------------------------------------------------
+
+ATTEMPTS: Counter[str] = Counter()
+
+
+@step(max_retries=1)
+def sync_exits_once(key: str) -> str:
+    ATTEMPTS[key] += 1
+    if ATTEMPTS[key] == 1:
+        raise SystemExit(2)
+    return "ok"
+
+
+@step(max_retries=1)
+async def async_interrupted_once(key: str) -> str:
+    ATTEMPTS[key] += 1
+    if ATTEMPTS[key] == 1:
+        raise KeyboardInterrupt
+    return "ok"
+
+
+class Custom(BaseException):
+    pass
+
+
+@step(max_retries=0)
+def raises_base(key: str) -> str:
+    ATTEMPTS[key] += 1
+    raise Custom("custom")
+
+
+@workflow
+async def retried(key: str) -> list[str]:
+    return [await sync_exits_once(key), await async_interrupted_once(key + "-kbd")]
+
+
+@workflow
+async def failing(key: str) -> str:
+    return await raises_base(key)
+
+
+@pytest.mark.parametrize("sync_steps", ["thread", "inline"])
+@pytest.mark.parametrize("queued", [False, True])
+async def test_base_exceptions_fail_the_attempt_and_are_retried(
+    world: World, clock: FixedClock, sync_steps: str, queued: bool
+) -> None:
+    key = f"{sync_steps}-{queued}-{id(world)}"
+    run = await start(retried, key, world=world)
+    limits = Limits(sync_steps=sync_steps, inline_steps=0 if queued else 8, queue_steps=queued)
+    await _serve(world, clock, Worker(world, limits=limits), run)
+    assert await run.result() == ["ok", "ok"]
+    assert ATTEMPTS[key] == 2
+    assert ATTEMPTS[key + "-kbd"] == 2
+    retrying = [e for e in await run.events() if e.type is EventType.STEP_RETRYING]
+    assert len(retrying) == 2
+    errors = b" ".join(e.data["error"] for e in retrying)
+    assert b"SystemExit" in errors
+    assert b"KeyboardInterrupt" in errors
+
+
+async def test_an_unhandled_base_exception_fails_the_step_then_the_run(
+    world: World, clock: FixedClock
+) -> None:
+    key = f"base-{id(world)}"
+    run = await start(failing, key, world=world)
+    await _serve(world, clock, Worker(world), run)
+    with pytest.raises(WorkflowFailed) as failed:
+        await run.result()
+    assert "test_leases.Custom" in repr(failed.value.__cause__)  # recorded with its type
+    assert ATTEMPTS[key] == 1
+    assert any(e.type is EventType.STEP_FAILED for e in await run.events())
+
+
+async def test_cancelling_a_delivery_still_propagates() -> None:
+    from durasim.runtime._metadata import WorkflowMetadata
+    from durasim.runtime._steps import execute_step  # the step runner, directly
+    from durasim.runtime.serialization import serialize
+
+    started = asyncio.Event()
+
+    @step(name="sleeper_for_cancel")
+    async def sleeper() -> None:
+        started.set()
+        await asyncio.sleep(3600)
+
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    task = asyncio.ensure_future(
+        execute_step(
+            sleeper.definition,
+            "step_1",
+            serialize({"args": [], "kwargs": {}}),
+            attempt=1,
+            now=now,
+            workflow=WorkflowMetadata(run_id="r", workflow_id="w", started_at=now),
+        )
+    )
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def _serve(world: World, clock: FixedClock, worker: Worker, run: Any) -> None:
+    for _ in range(50):
+        await worker.drain()
+        if (await run.status()).terminal:
+            return
+        due = await world.queue.next_due()
+        assert due is not None
+        clock.current = max(clock.current, due + timedelta(microseconds=1))
+    raise AssertionError("the run did not end")
