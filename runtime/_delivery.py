@@ -24,6 +24,7 @@ import attrs
 
 from durasim.worlds import (
     RUN_TERMINAL_TYPES,
+    DurasimError,
     EntityConflict,
     Event,
     EventRequest,
@@ -70,7 +71,7 @@ _SUSPENDED = DeliveryStatus.SUSPENDED
 _TERMINAL = RUN_TERMINAL_TYPES
 
 
-class Superseded(Exception):
+class Superseded(DurasimError):
     """Another delivery owns the run: stop without writing anything more."""
 
 
@@ -353,7 +354,7 @@ class RunDelivery:
                 for task in finished:
                     del running[task]
                 for task in finished:
-                    outcome = task.result()  # re-raises _Superseded and infrastructure errors
+                    outcome = task.result()  # re-raises Superseded and infrastructure errors
                     if await handle(outcome, last=task is finished[-1] and not running):
                         report.status = _FINISHED
                         return "done"
