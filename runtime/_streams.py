@@ -266,10 +266,15 @@ def get_writable(namespace: str | None = None) -> Writable:
     )
 
 
+#: How a reader waits between polls: a module seam, so a test can record the delays without
+#: patching ``asyncio.sleep`` for every task of the process (a World's connection pool too).
+_poll_sleep = asyncio.sleep
+
+
 async def _backoff_poll(delays: list[float]) -> None:
     delay = delays[0] if delays else _POLL_FIRST
     delays[:] = [min(_POLL_MAX, delay * 2)]
-    await asyncio.sleep(delay)
+    await _poll_sleep(delay)
 
 
 async def read_stream(

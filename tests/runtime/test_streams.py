@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from _drive import run_to_end
 
+import durasim.runtime._streams as streams_module
 from durasim.runtime import (
     FatalError,
     StepMetadata,
@@ -185,7 +186,8 @@ async def test_the_default_poll_backs_off_until_close_ends_the_reader(
         if len(slept) == 4:
             await world.streams.close(run.run_id, "default")
 
-    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
+    # only the reader's sleep: patching asyncio.sleep would fake every task's (PostgreSQL's pool)
+    monkeypatch.setattr(streams_module, "_poll_sleep", fake_sleep)
     # chunks written without the runtime's frame are read as plain serialized values
     assert await read_all(world, run.run_id) == ["a bare serialized value"]
     assert slept == [0.02, 0.04, 0.08, 0.16]
