@@ -12,8 +12,14 @@
 * :class:`WorldModel`, :func:`run_world_model`, :func:`world_model_for`: a
   Hypothesis state machine that drives a World under test side by side with the
   reference :class:`~durasim.worlds.MemoryWorld` and compares every answer.
+* :func:`run_concurrency`: seeded groups of concurrent calls across every facet,
+  from several instances of the World at once, whose history must be
+  linearizable against the reference (:func:`check_linearizable`); an anomaly
+  is named (:data:`ANOMALIES`) and shrunk to a minimal witness.
 """
 
+from ._anomalies import ANOMALIES, Anomaly, name_anomaly, read_anomalies
+from ._concurrent import ConcurrencyResult, ConcurrencyWitness, run_concurrency
 from ._determinism import DeterminismVerdict, check_determinism
 from ._export import LogFileError, event_from_json, event_to_json, load_logs
 from ._fresh import (
@@ -30,22 +36,30 @@ from ._fresh import (
     start_replay_server,
 )
 from ._invariants import Report, StoredRun, Violation, check_invariants, check_log, check_logs
+from ._linear import Call, Linearization, Record, check_linearizable
 from ._model import WorldFactory, WorldModel, WorldSetup
 from ._model_run import WorldModelFailure, run_world_model, world_model_for
 from ._oracle import VERDICTS, ReplayVerdict, verify_replay, verify_replay_log
 from ._rules import RULES
 
 __all__ = [
+    "ANOMALIES",
     "CLOCK_SHIFT",
     "DEFAULT_CHILD_HASH_SEED",
     "FRESH_ENV_VAR",
     "FRESH_TZ",
     "RULES",
     "VERDICTS",
+    "Anomaly",
+    "Call",
+    "ConcurrencyResult",
+    "ConcurrencyWitness",
     "DeterminismVerdict",
     "FreshProcessUnavailable",
     "FreshReplay",
+    "Linearization",
     "LogFileError",
+    "Record",
     "ReplayVerdict",
     "Report",
     "StoredRun",
@@ -56,6 +70,7 @@ __all__ = [
     "WorldSetup",
     "check_determinism",
     "check_invariants",
+    "check_linearizable",
     "check_log",
     "check_logs",
     "child_hash_seed",
@@ -64,7 +79,10 @@ __all__ = [
     "event_to_json",
     "finished_logs",
     "load_logs",
+    "name_anomaly",
+    "read_anomalies",
     "replay_in_fresh_process",
+    "run_concurrency",
     "run_world_model",
     "start_replay_server",
     "verify_replay",

@@ -3,6 +3,8 @@
 * contract: the shipped contract tests (docs/protocol.md), run by pytest in this
   process with the factory as ``durasim_world_factory``;
 * world model: :func:`~durasim.checkers.run_world_model` against the reference;
+* concurrency: :func:`~durasim.checkers.run_concurrency`, concurrent groups over
+  every facet checked for linearizability against the reference (every World);
 * book: every scenario of :data:`durasim.scenarios.book.BOOK` over the World;
 * explore: :func:`~durasim.scenarios.explore` of the example workflows over it.
 
@@ -26,14 +28,21 @@ from typing import Any
 
 import hypothesis
 
-from durasim.checkers import WorldModelFailure, run_world_model
+from durasim.checkers import WorldModelFailure, run_concurrency, run_world_model
 
 from . import _plugin, suite
 from ._report import Finding, LayerReport
 from ._target import SetupFactory, StoreFactory
 from .examples import EXAMPLES
 
-__all__ = ["RUNTIME_NEEDS", "book_layer", "contract_layer", "explore_layer", "model_layer"]
+__all__ = [
+    "RUNTIME_NEEDS",
+    "book_layer",
+    "concurrency_layer",
+    "contract_layer",
+    "explore_layer",
+    "model_layer",
+]
 
 #: What the runtime (hence the book and exploration) needs of a World.
 RUNTIME_NEEDS = ("in_band_fence", "batch")
@@ -179,6 +188,54 @@ def model_layer(factory: SetupFactory, *, examples: int, seed: int, rerun: str) 
         passed=examples,
         seconds=time.perf_counter() - started,
         note=f"{examples} examples",
+    )
+
+
+def concurrency_layer(
+    factory: SetupFactory, *, groups: int, seed: int, only: str | None = None, rerun: str
+) -> LayerReport:
+    """Concurrent groups over every facet, linearizable against the reference; no capability gate.
+
+    Facets the World lacks are left out of its workload, not failed.
+    """
+    started = time.perf_counter()
+    try:
+        result = run_concurrency(factory, groups=groups, seed=seed, only=only)
+    except Exception as exc:  # the World could not even be opened or served a call
+        finding = Finding(
+            layer="concurrency",
+            name="opening the World",
+            message=f"{type(exc).__name__}: {exc}",
+            seed=str(seed),
+            rerun=f"{rerun} --layers concurrency --seed {seed}",
+        )
+        return LayerReport(
+            name="concurrency", failed=(finding,), seconds=time.perf_counter() - started
+        )
+    note = f"{result.groups} groups, {result.instances} World instance(s)"
+    if result.note:
+        note += f"; {result.note}"
+    if result.undecided:
+        note += f"; {result.undecided} undecided"
+    witness = result.failure
+    if witness is None:
+        return LayerReport(
+            name="concurrency", passed=result.groups, seconds=result.seconds, note=note
+        )
+    finding = Finding(
+        layer="concurrency",
+        name=f"{witness.anomaly.name} (group {witness.group.number}, {witness.group.kind})",
+        message=f"{witness.anomaly.name}: {witness.anomaly.detail}",
+        reproduction=witness.render(),
+        seed=str(seed),
+        rerun=f"{rerun} --layers concurrency --seed {seed}",
+    )
+    return LayerReport(
+        name="concurrency",
+        passed=result.groups - 1,
+        failed=(finding,),
+        seconds=result.seconds,
+        note=note,
     )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from durasim.checkers import WorldSetup
 from durasim.worlds import CountingIds, FixedClock
 
-from ._layers import book_layer, contract_layer, explore_layer, model_layer
+from ._layers import book_layer, concurrency_layer, contract_layer, explore_layer, model_layer
 from ._report import ConformanceReport, LayerReport
 from ._target import (
     CAPABILITY_NAMES,
@@ -24,7 +24,10 @@ from ._target import (
 __all__ = ["LAYERS", "run_conformance"]
 
 #: The layers, in the order they run.
-LAYERS = ("contract", "model", "book", "explore")
+LAYERS = ("contract", "model", "concurrency", "book", "explore")
+
+#: Concurrent groups per example of the other searches (``examples=50``: 400 groups).
+CONCURRENCY_GROUPS_PER_EXAMPLE = 8
 
 
 def _describe(factory: AnyFactory) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
@@ -65,8 +68,10 @@ def run_conformance(
             (``pkg.module:factory``).
         capabilities: test only these features (a subset of what the World
             declares; ``None``: everything it declares).
-        layers: which of ``contract``, ``model``, ``book``, ``explore`` to run.
-        examples: examples of the World model and of each explored workflow.
+        layers: which of ``contract``, ``model``, ``concurrency``, ``book``,
+            ``explore`` to run.
+        examples: examples of the World model and of each explored workflow;
+            the concurrency layer runs eight groups per example.
         seed: the seed of every search (same seed, same report).
         only: run only the tests, scenarios or workflows whose names match.
         store: the ``(clock, ids)`` factory the simulated layers use; pass an
@@ -94,6 +99,9 @@ def run_conformance(
             report = contract_layer(built, only=only, rerun=rerun)
         elif layer == "model":
             report = model_layer(built, examples=examples, seed=seed, rerun=rerun)
+        elif layer == "concurrency":
+            groups = CONCURRENCY_GROUPS_PER_EXAMPLE * examples
+            report = concurrency_layer(built, groups=groups, seed=seed, only=only, rerun=rerun)
         elif layer == "book":
             report = book_layer(sim_store, declared=declared, seed=seed, only=only, rerun=rerun)
         else:
