@@ -149,13 +149,16 @@ def read_anomalies(records: Sequence[Record]) -> list[Anomaly]:
         end = after + len(page.events)
         snap = page.snapshot
         in_band = sum(e.in_band for e in page.events)
-        if not page.has_more and (snap.seq > end or (after == 0 and snap.seq_in_band > in_band)):
+        ahead_in_band = after == 0 and snap.seq_in_band > in_band
+        if not page.has_more and (snap.seq > end or ahead_in_band):
+            counted = f"{snap.seq} events" + (
+                f" ({snap.seq_in_band} in-band, the page shows {in_band})" if ahead_in_band else ""
+            )
             found.append(
                 Anomaly(
                     name="read ahead of its page",
-                    detail=f"[{record.index}] the snapshot of {run_id} counts {snap.seq} events "
-                    f"({snap.seq_in_band} in-band) but the page, which says it is the end "
-                    f"(has_more=False), ends at #{end} ({in_band} in-band shown)",
+                    detail=f"[{record.index}] the snapshot of {run_id} counts {counted} but "
+                    f"the page, which says it is the end (has_more=False), ends at #{end}",
                     records=(record.index,),
                 )
             )

@@ -85,8 +85,12 @@ class ConcurrencyWitness:
     calls_before: int
     instances: int
 
-    def render(self) -> str:
-        """The witness as text: the anomaly, every call with its answer, the explanation."""
+    def render(self, *, headline: bool = True) -> str:
+        """The witness as text: the anomaly, every call with its answer, the explanation.
+
+        ``headline=False`` leaves out the first line (the anomaly), for a report
+        that prints it already.
+        """
         records = self.records
         calls = len(records)
         lines = [
@@ -114,9 +118,11 @@ class ConcurrencyWitness:
                 f" {mark}[{record.index}] {where}{record.call.render()}\n"
                 f"        -> {render_outcome(record.outcome)}"
             )
+            if record.message and record.index in self.anomaly.records:
+                lines.append(f"           {record.message}")
         if self.linearization is not None and not self.linearization.ok:
             lines.append(explain(records, self.linearization))
-        return "\n".join(lines)
+        return "\n".join(lines if headline else lines[1:])
 
 
 @attrs.frozen(kw_only=True)
@@ -244,10 +250,11 @@ class _Runner:
             await asyncio.sleep(0)
         invoked = self.stamps()
         outcome: Outcome
+        message = ""
         try:
             outcome = ("ok", await call.apply(world))
         except WorldError as exc:
-            outcome = ("error", type(exc), exc.facts)
+            outcome, message = ("error", type(exc), exc.facts), str(exc)
         except Exception as exc:
             outcome = ("crash", f"{type(exc).__name__}: {exc}")
         returned = self.stamps()
@@ -259,6 +266,7 @@ class _Runner:
             outcome=outcome,
             worker=worker,
             phase=phase,
+            message=message,
         )
 
     async def _lane(

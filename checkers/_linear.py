@@ -159,6 +159,7 @@ class Record:
         outcome: its answer (see :data:`Outcome`).
         worker: which World instance and task issued it (``w1.2``).
         phase: ``setup`` (serial, before), ``concurrent``, or ``final`` (serial, after).
+        message: the error's message, for the witness (never compared).
     """
 
     index: int
@@ -168,6 +169,7 @@ class Record:
     outcome: Outcome
     worker: str = ""
     phase: str = "concurrent"
+    message: str = attrs.field(default="", eq=False)
 
     def precedes(self, other: Record) -> bool:
         """Whether this operation returned before ``other`` was invoked."""

@@ -226,7 +226,7 @@ def concurrency_layer(
         layer="concurrency",
         name=f"{witness.anomaly.name} (group {witness.group.number}, {witness.group.kind})",
         message=f"{witness.anomaly.name}: {witness.anomaly.detail}",
-        reproduction=witness.render(),
+        reproduction=witness.render(headline=False),
         seed=str(seed),
         rerun=f"{rerun} --layers concurrency --seed {seed}",
     )

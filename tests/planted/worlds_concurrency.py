@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -37,9 +38,11 @@ from durasim.worlds import (
     MemoryWorld,
     RunNotFound,
     RunStatus,
+    SQLiteWorld,
     StepNotFound,
     World,
 )
+from durasim.worlds._sqlite import _WriteTransaction
 
 
 class _Facet:
@@ -460,6 +463,32 @@ def make_stale_replica(setup: WorldSetup) -> World:
     return StaleReplica(**_options(setup))
 
 
+# -- 10. a per-process cache that never hears of the other processes ----------------------------
+
+
+class _TrustingTransaction(_WriteTransaction):
+    def __enter__(self) -> sqlite3.Connection:
+        db: sqlite3.Connection = self._db
+        db.execute("BEGIN IMMEDIATE")  # no PRAGMA data_version: the cache is never doubted
+        return db
+
+
+class SQLiteTrustsItsCache(SQLiteWorld):
+    def _write(self) -> _WriteTransaction:
+        return _TrustingTransaction(self)
+
+
+def make_sqlite_trusts_its_cache(setup: WorldSetup) -> World:
+    """A SQLite World that decides writes from what its own connection wrote last.
+
+    It never asks whether another connection (another worker process) wrote
+    the run since: the second worker's writes are invisible to the first one's
+    decisions, which take positions already taken or refuse legal writes.
+    Opened twice on one file, as two workers do.
+    """
+    return SQLiteTrustsItsCache(setup.directory / "world.db", clock=setup.clock, ids=setup.ids)
+
+
 def make_control(setup: WorldSetup) -> World:
     """The unmodified reference World (no bug): the concurrency layer passes it."""
     return MemoryWorld(**_options(setup))
@@ -476,6 +505,7 @@ PLANTED: dict[str, Callable[[WorldSetup], World]] = {
     "batch_not_atomic": make_batch_not_atomic,
     "lost_update": make_lost_update,
     "stale_replica": make_stale_replica,
+    "sqlite_trusts_its_cache": make_sqlite_trusts_its_cache,
 }
 
 #: The anomaly the concurrency layer names for each.
@@ -489,6 +519,7 @@ ANOMALY: dict[str, str] = {
     "batch_not_atomic": "non-atomic batch",
     "lost_update": "lost update",
     "stale_replica": "stale read",
+    "sqlite_trusts_its_cache": "not linearizable",
 }
 
 __all__ = [
@@ -500,6 +531,7 @@ __all__ = [
     "make_refused_write_commits",
     "make_resume_check_then_write",
     "make_snapshot_after_page",
+    "make_sqlite_trusts_its_cache",
     "make_stale_replica",
     "make_stream_overwrite",
     "make_terminal_twice",
