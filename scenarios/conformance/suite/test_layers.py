@@ -1,8 +1,8 @@
 """The conformance layers beyond the contract tests, for ``pytest --durasim-conformance``.
 
-The World model machine against the reference, each scenario of the book, and
-an exploration of each example workflow, over the World ``durasim_world_factory``
-builds.  ``--durasim-examples`` and ``--durasim-seed`` size and seed the searches.
+The World model machine against the reference, the concurrency checker, each
+scenario of the book, and an exploration of each example workflow, over the World
+``durasim_world_factory`` builds.  ``--durasim-examples`` and ``--durasim-seed`` size and seed the searches.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from durasim.checkers import run_world_model
+from durasim.checkers import run_concurrency, run_world_model
 
 # Absolute: pytest may import this file as ``scenarios.conformance.suite.test_layers``
 # (its rootdir logic), and the example workflows must keep their one module name.
@@ -58,6 +58,15 @@ def test_world_model(durasim_world_factory: AnyFactory, pytestconfig: pytest.Con
         max_examples=pytestconfig.getoption("durasim_examples"),
         seed=pytestconfig.getoption("durasim_seed"),
     )
+
+
+def test_concurrency(durasim_world_factory: AnyFactory, pytestconfig: pytest.Config) -> None:
+    result = run_concurrency(
+        setup_factory(durasim_world_factory),
+        groups=8 * pytestconfig.getoption("durasim_examples"),
+        seed=pytestconfig.getoption("durasim_seed"),
+    )
+    assert result.failure is None, result.failure.render()
 
 
 @pytest.mark.parametrize("scenario", BOOK, ids=lambda s: str(s.name))
