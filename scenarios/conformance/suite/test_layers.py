@@ -2,7 +2,8 @@
 
 The World model machine against the reference, the concurrency checker, each
 scenario of the book, and an exploration of each example workflow, over the World
-``durasim_world_factory`` builds.  ``--durasim-examples`` and ``--durasim-seed`` size and seed the searches.
+``durasim_world_factory`` builds.  ``--durasim-examples`` and ``--durasim-seed``
+size and seed the searches.
 """
 
 from __future__ import annotations
