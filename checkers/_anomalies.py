@@ -330,6 +330,14 @@ def _batches(records: Sequence[Record]) -> Anomaly | None:
         if len(events) < 2:
             continue
         first, last = events[0].seq, events[-1].seq
+        if [e.seq for e in events] != list(range(first, first + len(events))):
+            return Anomaly(
+                name="non-atomic batch",
+                detail=f"[{writer.index}] a batch was given positions "
+                + ", ".join(f"#{e.seq}" for e in events)
+                + ": another write landed in between",
+                records=(writer.index,),
+            )
         for reader, run_id, after, _, page in _pages(records):
             if run_id != events[0].run_id or reader is writer:
                 continue

@@ -391,7 +391,7 @@ def _open(factory: WorldFactory, setup: WorldSetup, wanted: int) -> tuple[list[_
         return [first], "one World instance: the World does not declare multi_process"
     try:
         second = _Instance(factory, setup, 1)
-    except Exception as exc:
+    except Exception as exc:  # a World that locks its store: tested with one instance
         return [first], f"one World instance: a second one could not be opened ({exc})"
     probe = EventRequest.of("run_created", workflow_name="probe", input=b"")
     try:
@@ -403,6 +403,10 @@ def _open(factory: WorldFactory, setup: WorldSetup, wanted: int) -> tuple[list[_
             "one World instance: a second World built from the same setup does not see what "
             "the first wrote (name the store after setup.directory to be tested with two)"
         )
+    except BaseException:
+        second.close()
+        first.close()
+        raise
     return [first, second], ""
 
 
