@@ -86,7 +86,11 @@ class Op:
     def bind(self, prefix: str, now: datetime) -> Call:
         """The concrete call, ids prefixed with ``prefix``."""
         args = [_bound(n, arg, prefix, now) for n, arg in enumerate(self.args)]
-        return Call(method=self.method, args=tuple(args), options=self.options)
+        options = tuple(
+            (key, now + value if isinstance(value, timedelta) else value)
+            for key, value in self.options
+        )
+        return Call(method=self.method, args=tuple(args), options=options)
 
 
 def _bound(position: int, arg: Any, prefix: str, now: datetime) -> Any:
@@ -155,15 +159,20 @@ class _Builder:
         )
 
     def fence(self, run_id: str) -> dict[str, Any]:
-        """Options of a write: out-of-band, or in-band with the current (or a stale) count."""
+        """Options of a write: out-of-band, or in-band with the current (or a stale) count;
+        sometimes ``seen_seq``, ``expected_seq`` (strict), ``occurred_at`` (in-band)."""
         options: dict[str, Any] = {}
         if self.caps.in_band_fence and self.rng.random() < 0.35:
             count = self.in_band[run_id]
             if self.rng.random() < 0.2:
                 count -= 1
             options = {"in_band": True, "expected_seq_in_band": count}
+            if self.rng.random() < 0.25:  # the time the workflow saw
+                options["occurred_at"] = timedelta(seconds=-1)
         if self.rng.random() < 0.25:
             options["seen_seq"] = self.rng.randint(0, self.length[run_id])
+        if self.rng.random() < 0.15:  # a strict write: refused once the log moved
+            options["expected_seq"] = self.length[run_id] - (self.rng.random() < 0.3)
         return options
 
     def write(self, run_id: str, request: Req, *, fenced: bool = True) -> None:
@@ -242,6 +251,9 @@ def _terminal(b: _Builder) -> None:
         _req("run_cancelled", reason="stop"),
         _req("run_cancelled", reason="again"),
     ]
+    if b.rng.random() < 0.35:  # a wait completed early while the run ends (and releases it)
+        b.prepare("ra", _req("wait_created", "w1", resume_at=timedelta(seconds=5)))
+        b.write("ra", _req("wait_completed", "w1", early=True))
     for request in b.rng.sample(ends, b.rng.randint(2, 3)):
         b.write("ra", request)
     if b.rng.random() < 0.3:
@@ -266,8 +278,8 @@ def _steps(b: _Builder) -> None:
         _req("step_created", "s2", step_name="st", input=b"j"),
         _req("step_created", "s1", step_name="st", input=b"i"),
     ]
-    picked = b.rng.sample(outcomes, b.rng.choice((1, 2, 2)))
-    picked += b.rng.sample(others, b.rng.randint(2 - len(picked), 2))
+    picked = b.rng.sample(outcomes, b.rng.choice((1, 2, 2, 3)))
+    picked += b.rng.sample(others, b.rng.randint(max(0, 2 - len(picked)), 2))
     for request in picked:
         b.write("ra", request)
     b.race("steps.get", "ra", "s1")

@@ -215,7 +215,7 @@ _STEP_ENDS = (EventType.STEP_COMPLETED, EventType.STEP_FAILED)
 
 class _InsertThenVerify(_Facet):
     async def create(self, run_id: str | None, request: EventRequest, **kw: Any) -> EventResult:
-        if request.type not in _STEP_ENDS or run_id is None or kw.get("in_band"):
+        if request.type not in _STEP_ENDS or run_id is None:
             return await self.inner.create(run_id, request, **kw)  # type: ignore[no-any-return]
         step_id = request.correlation_id or ""
         try:
