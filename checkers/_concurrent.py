@@ -93,10 +93,15 @@ class ConcurrencyWitness:
         """
         records = self.records
         calls = len(records)
+        size = (
+            f"shrunk from {self.calls_before} to {calls} calls"
+            if records
+            else f"{self.calls_before} calls, not shrunk"
+        )
         lines = [
             f"anomaly: {self.anomaly.name}: {self.anomaly.detail}",
-            f"group {self.group.number} ({self.group.kind}) of seed {self.seed}, shrunk from "
-            f"{self.calls_before} to {calls} calls, over {self.instances} World instance(s)",
+            f"group {self.group.number} ({self.group.kind}) of seed {self.seed}, {size}, "
+            f"over {self.instances} World instance(s)",
         ]
         titles = {
             "setup": "set-up (serial):",
@@ -223,6 +228,18 @@ class _Instance:
         finally:
             self._stop()
 
+    def abandon(self) -> None:
+        """Stop the loop, and cancel the calls that never returned (the World stays open)."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=1.0)
+        if self.thread.is_alive():  # blocked in a call that does not await: leave it
+            return
+        pending = asyncio.all_tasks(self.loop)
+        for task in pending:
+            task.cancel()
+        self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self.loop.close()
+
     def _stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=GROUP_TIMEOUT)
@@ -231,16 +248,19 @@ class _Instance:
 
 
 class _Stuck(Exception):
-    """A group did not finish within GROUP_TIMEOUT."""
+    """A group did not finish in time."""
 
 
 class _Runner:
     """Runs groups on the open instances and records their histories."""
 
-    def __init__(self, instances: list[_Instance], clock: FixedClock) -> None:
+    def __init__(self, instances: list[_Instance], clock: FixedClock, timeout: float) -> None:
         self.instances = instances
         self.clock = clock
+        self.timeout = timeout
         self.stamps = _Stamps()
+        #: A group did not finish: its threads may be blocked for good.
+        self.stuck = False
 
     async def _call(
         self, world: World, op: Op, prefix: str, *, phase: str, index: int, worker: str
@@ -278,7 +298,7 @@ class _Runner:
     ) -> list[Record]:
         # Blocks this instance's loop, which has nothing else to do: every lane
         # starts its calls at once.
-        barrier.wait(timeout=GROUP_TIMEOUT)
+        barrier.wait(timeout=self.timeout)
         return list(
             await asyncio.gather(
                 *(
@@ -303,11 +323,11 @@ class _Runner:
         record: Record = self._result(instance.submit(call))
         return record
 
-    @staticmethod
-    def _result(future: concurrent.futures.Future[Any]) -> Any:
+    def _result(self, future: concurrent.futures.Future[Any]) -> Any:
         try:
-            return future.result(timeout=GROUP_TIMEOUT)
+            return future.result(timeout=self.timeout)
         except concurrent.futures.TimeoutError as exc:
+            self.stuck = True
             raise _Stuck from exc
 
     def run(self, group: Group, prefix: str) -> list[Record]:
@@ -374,7 +394,10 @@ def _shrink(
             for _ in range(tries):
                 budget -= 1
                 attempt += 1
-                records = runner.run(candidate, f"c{group.number}s{attempt}")
+                try:
+                    records = runner.run(candidate, f"c{group.number}s{attempt}")
+                except _Stuck:  # the instances are no longer usable: keep what we have
+                    return best
                 anomaly, verdict = _check(records, runner.clock)
                 if anomaly is not None and anomaly.name == name:
                     best = (candidate, records, anomaly, verdict)
@@ -417,6 +440,7 @@ def run_concurrency(
     seed: int = 0,
     only: str | None = None,
     instances: int = 2,
+    timeout: float = GROUP_TIMEOUT,
     progress: Callable[[int, int], None] | None = None,
 ) -> ConcurrencyResult:
     """Run ``groups`` seeded concurrent groups on the World; the first anomaly, shrunk.
@@ -429,6 +453,8 @@ def run_concurrency(
         only: run only the kinds of groups whose name contains this.
         instances: World instances to open (more than one only for a World that
             declares ``multi_process`` and shares its store between instances).
+        timeout: seconds a group may take; one that takes longer is reported
+            as ``stuck`` (a deadlock, a lost wake-up) and ends the run.
         progress: called with ``(groups done, groups)`` after each group.
 
     Returns:
@@ -441,6 +467,7 @@ def run_concurrency(
         clock=clock, ids=CountingIds(), max_deliveries=1_000_000, directory=directory
     )
     opened: list[_Instance] = []
+    runner: _Runner | None = None
     kinds: Counter[str] = Counter()
     undecided = 0
     failure: ConcurrencyWitness | None = None
@@ -449,14 +476,14 @@ def run_concurrency(
         opened, note = _open(factory, setup, instances)
         caps = opened[0].world.capabilities
         chosen = applicable_kinds(caps, only)
-        runner = _Runner(opened, clock)
+        runner = _Runner(opened, clock, timeout)
         for number in range(groups if chosen else 0):
             group = make_group(seed, number, caps, chosen)
             kinds[group.kind] += 1
             try:
                 records = runner.run(group, f"c{number}")
             except _Stuck:
-                failure = _stuck(group, seed, len(opened))
+                failure = _stuck(group, seed, len(opened), timeout)
                 break
             anomaly, verdict = _check(records, clock)
             undecided += verdict.exhausted
@@ -482,7 +509,9 @@ def run_concurrency(
             note = f"no kind of group is named like {only!r}"
     finally:
         for instance in opened:
-            if failure is None or failure.anomaly.name != "stuck":
+            if runner is not None and runner.stuck:  # a blocked thread cannot close its World
+                instance.abandon()
+            else:
                 instance.close()
         shutil.rmtree(directory, ignore_errors=True)
     return ConcurrencyResult(
@@ -496,13 +525,14 @@ def run_concurrency(
     )
 
 
-def _stuck(group: Group, seed: int, instances: int) -> ConcurrencyWitness:
-    calls = ", ".join(op.method for op in group.concurrent)
+def _stuck(group: Group, seed: int, instances: int, timeout: float) -> ConcurrencyWitness:
+    now = FixedClock().now()  # only to render the calls
+    calls = "".join(f"\n    {op.bind(f'c{group.number}', now).render()}" for op in group.concurrent)
     return ConcurrencyWitness(
         anomaly=Anomaly(
             name="stuck",
-            detail=f"the group's calls ({calls}) did not all return within {GROUP_TIMEOUT:.0f} s: "
-            "a deadlock, or a call waiting for a wake-up that never comes",
+            detail=f"the group's calls did not all return within {timeout:g} s (a deadlock, "
+            f"or a call waiting for a wake-up that never comes); the calls in flight:{calls}",
         ),
         group=group,
         records=(),

@@ -201,10 +201,10 @@ def concurrency_layer(
     started = time.perf_counter()
     try:
         result = run_concurrency(factory, groups=groups, seed=seed, only=only)
-    except Exception as exc:  # the World could not even be opened or served a call
+    except Exception as exc:  # the World failed to open or to close, outside any call
         finding = Finding(
             layer="concurrency",
-            name="opening the World",
+            name="opening or closing the World",
             message=f"{type(exc).__name__}: {exc}",
             seed=str(seed),
             rerun=f"{rerun} --layers concurrency --seed {seed}",

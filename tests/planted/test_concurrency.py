@@ -9,6 +9,7 @@ and PostgresWorld (two pools on one schema).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import attrs
 import pytest
 from _postgres_support import new_schema, require_postgres
-from worlds_concurrency import ANOMALY, PLANTED, make_control
+from worlds_concurrency import ANOMALY, PLANTED, RemoteWorld, make_control
 
 from durasim.checkers import (
     ANOMALIES,
@@ -352,6 +353,38 @@ def test_the_witness_is_shrunk_and_the_same_for_the_same_seed() -> None:
     assert first.failure.render() == again.failure.render()
     assert len(first.failure.records) < first.failure.calls_before
     assert first.failure.anomaly.name == "two terminal events"
+
+
+class _NeverWoken(RemoteWorld):
+    """A cancel waits for a wake-up that never comes (a lost notification)."""
+
+    async def round_trip(self) -> None:
+        await asyncio.Event().wait()
+
+
+class _CancelWaits:
+    def __init__(self, world: _NeverWoken, inner: Any) -> None:
+        self.world, self.inner = world, inner
+
+    async def create(self, run_id: str | None, request: EventRequest, **kw: Any) -> Any:
+        if request.type == "run_cancelled":
+            await self.world.round_trip()
+        return await self.inner.create(run_id, request, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_call_that_never_returns_is_reported_stuck() -> None:
+    def never_woken(setup: WorldSetup) -> World:
+        world = _NeverWoken(clock=setup.clock, ids=setup.ids)
+        world.events = _CancelWaits(world, world.events)  # type: ignore[assignment]
+        return world
+
+    result = run_concurrency(never_woken, groups=30, only="lifecycle", timeout=0.5)
+    assert result.failure is not None
+    assert result.failure.anomaly.name == "stuck"
+    assert "run_cancelled" in result.failure.render()  # the calls in flight
 
 
 def test_absent_facets_are_left_out_not_failed() -> None:
