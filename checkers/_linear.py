@@ -402,7 +402,8 @@ def check_linearizable(
             if search(done | 1 << i, trial, order):
                 return True
             order.pop()
-        if len(order) > len(best["prefix"]) or (len(order) == len(best["prefix"]) and stuck):
+        deeper = len(order) > len(best["prefix"])
+        if deeper or (len(order) == len(best["prefix"]) and stuck and not best["stuck"]):
             best["prefix"], best["stuck"] = tuple(order), tuple(stuck)
         return False
 
