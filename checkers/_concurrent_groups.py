@@ -41,8 +41,11 @@ __all__ = ["KINDS", "Group", "Op", "Req", "applicable_kinds", "make_group"]
 
 @attrs.frozen
 class Req:
-    """An event request with local names: a ``token`` gets the group's prefix,
-    a ``timedelta`` field becomes that long after the clock's now."""
+    """An event request with local names, made concrete by :meth:`build`.
+
+    A ``token`` gets the group's prefix; a ``timedelta`` field becomes that long
+    after the clock's now.
+    """
 
     type: str
     cid: str | None = None
@@ -159,8 +162,10 @@ class _Builder:
         )
 
     def fence(self, run_id: str) -> dict[str, Any]:
-        """Options of a write: out-of-band, or in-band with the current (or a stale) count;
-        sometimes ``seen_seq``, ``expected_seq`` (strict), ``occurred_at`` (in-band)."""
+        """Options of a write: out-of-band, or in-band with the current (or a stale) count.
+
+        Some also carry ``seen_seq``, ``expected_seq`` (strict) or ``occurred_at``.
+        """
         options: dict[str, Any] = {}
         if self.caps.in_band_fence and self.rng.random() < 0.35:
             count = self.in_band[run_id]
