@@ -41,6 +41,8 @@ from typing import Any
 
 import attrs
 
+from durasim.worlds import DurasimError
+
 from ._errors import WorkflowSandboxError
 
 __all__ = [
@@ -248,6 +250,28 @@ def guard(owner: Any, name: str, event: str, *, dotted: str = "") -> None:
     _keep_capabilities(original_fn, getattr(owner, name))
 
 
+class UnknownPythonError(DurasimError, RuntimeError):
+    """This Python lacks every name a sandbox guard knows for one of its escapes."""
+
+
+def guard_one_of(owner: Any, names: tuple[str, ...], event: str) -> None:
+    """:func:`guard` every one of ``names`` that ``owner`` has; refuse a Python with none.
+
+    A name that moved between Python versions is listed under each of its names; a
+    Python that has none of them (a newer one than durasim knows) would leave the
+    escape open without a word, so the sandbox refuses to arm instead.
+    """
+    present = [name for name in names if getattr(owner, name, None) is not None]
+    if not present:
+        raise UnknownPythonError(
+            f"durasim's workflow sandbox cannot guard {event} on Python "
+            f"{sys.version.split()[0]}: {getattr(owner, '__name__', owner)} has none of "
+            f"{', '.join(names)}; upgrade durasim to a release that supports this Python"
+        )
+    for name in present:
+        guard(owner, name, event)
+
+
 _CAPABILITY_SETS = (
     *("supports_dir_fd", "supports_fd", "supports_follow_symlinks", "supports_effective_ids"),
 )
@@ -325,8 +349,11 @@ def install_guards() -> None:
     for name in ("clock_gettime", "clock_gettime_ns"):
         guard(time, name, "time.clock_gettime", dotted=f"time.{name}")
     guard(uuid, "uuid1", "uuid.uuid1", dotted="uuid.uuid1")
-    guard(threading, "_start_new_thread", "_thread.start_new_thread")  # Python 3.11, 3.12
-    guard(threading, "_start_joinable_thread", "_thread.start_new_thread")  # 3.13 and later
+    # How threading starts a thread: _start_new_thread on 3.11 and 3.12,
+    # _start_joinable_thread from 3.13. One of them must be there.
+    guard_one_of(
+        threading, ("_start_new_thread", "_start_joinable_thread"), "_thread.start_new_thread"
+    )
     guard(os, "urandom", "os.urandom", dotted="os.urandom")
     guard(os, "getrandom", "os.urandom", dotted="os.getrandom")
     # SystemRandom, and so every function of `secrets`, reads random._urandom.

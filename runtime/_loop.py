@@ -168,6 +168,12 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         :func:`route_while_running` are replaced.
         """
         outer = events._get_running_loop()
+        # The task of the loop we run inside (a worker's delivery) steps aside while
+        # ours run: from Python 3.14 a thread has one running task, and entering a
+        # workflow task while the outer one is current is refused.
+        outer_task = asyncio.current_task(outer) if outer is not None else None
+        if outer_task is not None:
+            asyncio.tasks._leave_task(outer, outer_task)
         previous = getattr(_state, "loop", None)
         events._set_running_loop(self)
         _state.loop = self
@@ -193,6 +199,8 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
             self._running = False
             _state.loop = previous
             events._set_running_loop(outer)
+            if outer_task is not None:
+                asyncio.tasks._enter_task(outer, outer_task)
 
     def has_ready(self) -> bool:
         """Whether any callback is scheduled (workflow code would run)."""

@@ -14,6 +14,7 @@ import math
 import re
 import sys
 import uuid
+import warnings
 import zoneinfo
 from collections.abc import Callable
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
@@ -29,7 +30,10 @@ __all__ = ["ATOM_TYPES", "LEAF_DECODERS", "LEAF_ENCODERS", "decode_float", "deco
 Node = dict[str, Any]
 
 _LITTLE = sys.byteorder == "little"
-_ARRAY_CODES = frozenset("bBuhHiIlLqQfd")
+_ARRAY_CODES = frozenset(array.typecodes) | {"u", "w"}
+#: Typecodes of text arrays, written as text: 'u' (wchar_t, deprecated in 3.13) and
+#: 'w' (Py_UCS4, new in 3.13).
+_TEXT_CODES = frozenset("uw")
 _MEMORYVIEW_FORMATS = frozenset("bBchHiIlLqQnNfd?")
 _PATH_TYPES: dict[str, type[PurePath]] = {
     "PurePosixPath": PurePosixPath,
@@ -150,20 +154,33 @@ def _dec_bytearray(node: Node) -> bytearray:
 
 def _enc_array(value: array.array[Any]) -> Node:
     code = value.typecode
-    if code == "u":
-        return {TAG: "a", "t": "u", "v": value.tounicode()}
+    if code in _TEXT_CODES:
+        return {TAG: "a", "t": code, "v": value.tounicode()}
     if not _LITTLE:  # the log is little-endian on every host
         value = array.array(code, value)
         value.byteswap()
     return {TAG: "a", "t": code, "n": value.itemsize, "v": b64encode(value.tobytes())}
 
 
+def _text_array(code: str, text: str) -> array.array[Any]:
+    """A text array of ``code``, or of the other text code where this Python lacks it.
+
+    'u' warns from Python 3.13 (and goes in 3.16); 'w' exists only from 3.13: a
+    log written on one Python reads on every other, as the same characters.
+    """
+    if code not in array.typecodes:
+        code = "w" if code == "u" else "u"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 'u' on 3.13 to 3.15
+        return array.array(code, text)
+
+
 def _dec_array(node: Node) -> array.array[Any]:
     code = node["t"]
     if type(code) is not str or code not in _ARRAY_CODES:
         raise ValueError(f"unknown array typecode {code!r:.20}")
-    if code == "u":
-        return array.array("u", _text(node["v"]))
+    if code in _TEXT_CODES:
+        return _text_array(code, _text(node["v"]))
     raw = b64decode(node["v"])
     size = node["n"]
     if type(size) is not int or size not in (1, 2, 4, 8) or len(raw) % size:

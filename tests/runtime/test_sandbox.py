@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import traceback
+import types
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
@@ -355,3 +356,20 @@ def test_a_name_bound_after_the_sandbox_is_installed_is_the_redirected_one(
     import late_flows  # type: ignore[import-not-found]
 
     assert findings_of(late_flows.late.definition.fn) == ()
+
+
+def test_a_python_without_any_known_name_for_an_escape_refuses_to_arm() -> None:
+    from durasim.runtime._guards import UnknownPythonError, guard_one_of
+
+    owner = types.SimpleNamespace(__name__="future_threading")
+    with pytest.raises(UnknownPythonError, match=r"none of _start_new_thread, _start_x.*upgrade"):
+        guard_one_of(owner, ("_start_new_thread", "_start_x"), "_thread.start_new_thread")
+
+
+def test_this_python_starts_threads_through_a_guarded_name() -> None:
+    import threading
+
+    names = [n for n in ("_start_new_thread", "_start_joinable_thread") if hasattr(threading, n)]
+    assert names, "threading starts threads through a name the sandbox does not know"
+    for name in names:  # armed: the guard's wrapper around the C function
+        assert hasattr(getattr(threading, name), "__wrapped__"), name

@@ -8,6 +8,7 @@ import enum
 import math
 import re
 import uuid
+import warnings
 from datetime import timedelta, timezone
 from decimal import Decimal
 from fractions import Fraction
@@ -70,14 +71,17 @@ class RegisteredError(Exception):
 
 # -- strategies --------------------------------------------------------------
 
-ARRAY_CODES = "bBuhHiIlLqQfd"
+ARRAY_CODES = array.typecodes  # 'w' too from Python 3.13
 
 
 @st.composite
 def arrays(draw: st.DrawFn) -> array.array[Any]:
     code = draw(st.sampled_from(ARRAY_CODES))
-    if code == "u":
-        return array.array("u", draw(st.text(alphabet=st.characters(codec="utf-8"), max_size=5)))
+    if code in "uw":
+        text = draw(st.text(alphabet=st.characters(codec="utf-8"), max_size=5))
+        with warnings.catch_warnings():  # 'u' is deprecated from Python 3.13
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return array.array(code, text)
     if code in "fd":
         return array.array(
             code, draw(st.lists(st.floats(width=32 if code == "f" else 64), max_size=5))

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import uuid
+import warnings
 from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from fractions import Fraction
@@ -38,6 +39,12 @@ def _cycle() -> Any:
     return loop
 
 
+def _text_array(code: str, text: str) -> array.array[str]:
+    with warnings.catch_warnings():  # 'u' is deprecated from Python 3.13
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return array.array(code, text)
+
+
 def _error() -> Any:
     error = RegisteredError("declined", 402)
     error.__cause__ = KeyError("card")
@@ -57,7 +64,7 @@ CASES: dict[str, Any] = {
     "ints": [0, -1, 2**53 - 1, 2**53, -(2**64), 10**40],
     "floats": [0.1, -0.0, float("inf"), float("-inf"), 1e300],
     "bytes_like": [b"\x00\xff", bytearray(b"ab"), memoryview(b"xyz")],
-    "arrays": [array.array("i", [1, -2]), array.array("d", [0.5]), array.array("u", "hi")],
+    "arrays": [array.array("i", [1, -2]), array.array("d", [0.5]), _text_array("u", "hi")],
     "collections": [(1, "two"), {3, 1, 2}, frozenset({"b", "a"}), {(1, 2): "tuple key", None: 0}],
     "tag_key": {"#": "user data, not a tag"},
     "times": [
