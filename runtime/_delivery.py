@@ -68,7 +68,6 @@ T = EventType
 #: The statuses as module globals: an enum member read through its class is slow.
 _FINISHED = DeliveryStatus.FINISHED
 _SUSPENDED = DeliveryStatus.SUSPENDED
-_TERMINAL = RUN_TERMINAL_TYPES
 
 
 class Superseded(DurasimError):
@@ -146,7 +145,7 @@ class Writer:
 
     def _absorb(self, unseen: tuple[Event, ...], mine: list[Event]) -> None:
         if unseen:
-            self.ended = self.ended or any(e.type in _TERMINAL for e in unseen)
+            self.ended = self.ended or any(e.type in RUN_TERMINAL_TYPES for e in unseen)
             # Another writer's events landed first.  A replay that has consumed
             # only what this delivery had seen takes them in log order, as a cold
             # replay would; one that ran ahead (fed an event provisionally) cannot.
@@ -214,7 +213,7 @@ class RunDelivery:
         replay.busy_seconds = 0.0  # the budget is per delivery
         try:
             for event in self.writer.events[replay.consumed :]:
-                if event.type in _TERMINAL:
+                if event.type in RUN_TERMINAL_TYPES:
                     break
                 replay.deliver(event)
         except ReplayDivergence as exc:
@@ -232,7 +231,7 @@ class RunDelivery:
         try:
             replay.begin()
             for event in self.writer.events:
-                if event.type in _TERMINAL:
+                if event.type in RUN_TERMINAL_TYPES:
                     break
                 replay.deliver(event)
         except ReplayDivergence as exc:

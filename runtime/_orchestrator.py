@@ -152,11 +152,8 @@ async def load_log(world: World, run_id: str, *, after_seq: int = 0) -> tuple[li
     return events, sum(1 for e in events if e.in_band)
 
 
-_TERMINAL = RUN_TERMINAL_TYPES
-
-
 def _terminal(events: list[Event]) -> Event | None:
-    return next((e for e in events if e.type in _TERMINAL), None)
+    return next((e for e in events if e.type in RUN_TERMINAL_TYPES), None)
 
 
 async def deliver(
