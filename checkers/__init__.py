@@ -30,7 +30,7 @@ from ._fresh import (
     start_replay_server,
 )
 from ._invariants import Report, StoredRun, Violation, check_invariants, check_log, check_logs
-from ._model import WorldFactory, WorldModel, WorldSetup
+from ._model import WorldModel
 from ._model_run import WorldModelFailure, run_world_model, world_model_for
 from ._oracle import VERDICTS, ReplayVerdict, verify_replay, verify_replay_log
 from ._rules import RULES
@@ -50,10 +50,8 @@ __all__ = [
     "Report",
     "StoredRun",
     "Violation",
-    "WorldFactory",
     "WorldModel",
     "WorldModelFailure",
-    "WorldSetup",
     "check_determinism",
     "check_invariants",
     "check_log",

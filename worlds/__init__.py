@@ -7,6 +7,8 @@ docs/protocol.md is the normative contract; :mod:`durasim.worlds` gives:
 * the contract as protocols (:class:`World` and its facets), value types and errors;
 * the reference fold and guards every World reuses (:func:`fold_log`, :func:`plan_write`);
 * :class:`MemoryWorld` (the reference) and :class:`SQLiteWorld` (the embedded default);
+* the one factory shape everything that builds Worlds takes,
+  ``make(setup: WorldSetup) -> World`` (:class:`WorldSetup`, :func:`check_factory`);
 * :class:`PostgresWorld` (many workers on many machines), imported on first use
   because it needs the optional ``psycopg`` (``pip install 'durasim[postgres]'``).
 """
@@ -73,6 +75,7 @@ from ._protocol import (
     WaitsFacet,
     World,
 )
+from ._setup import FactoryError, WorldFactory, WorldSetup, check_factory
 from ._sqlite import SQLiteWorld
 from ._time import (
     EPOCH,
@@ -109,6 +112,7 @@ __all__ = [
     "EventResult",
     "EventType",
     "EventsFacet",
+    "FactoryError",
     "FixedClock",
     "FoldedRun",
     "Hook",
@@ -151,6 +155,9 @@ __all__ = [
     "WaitsFacet",
     "World",
     "WorldError",
+    "WorldFactory",
+    "WorldSetup",
+    "check_factory",
     "fold_log",
     "housekeeping",
     "plan_batch",

@@ -8,7 +8,7 @@ book against third-party Worlds).  docs/scenario-book.md describes each one;
 
 from . import _faults, _forks, _hooks, _lifecycle, _smoke  # noqa: F401  (register the chapters)
 from ._docs import render_book
-from ._model import Scenario, ScenarioFailed, ScenarioResult, Script, StoreFactory, run_scenario
+from ._model import Scenario, ScenarioFailed, ScenarioResult, Script, run_scenario
 from ._registry import SCENARIOS, in_reading_order
 
 #: Every scenario of the book, chapter by chapter (smoke, hooks, forks, faults, lifecycle).
@@ -20,7 +20,6 @@ __all__ = [
     "ScenarioFailed",
     "ScenarioResult",
     "Script",
-    "StoreFactory",
     "render_book",
     "run_scenario",
 ]
