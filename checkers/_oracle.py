@@ -5,7 +5,7 @@
 one into a fresh in-memory World (each event written as its writer wrote it:
 in-band under the fence with the time it carries, out-of-band at its own
 time), sets the clock to the terminal event's time, and runs ONE orchestrator
-delivery of the real runtime (:func:`durasim.runtime.deliver`).  The delivery
+delivery of the real runtime (:meth:`durasim.runtime.lowlevel.Engine.deliver`).  The delivery
 must write exactly the terminal event again: same type, byte-equal output (or
 error and error code), nothing else.  Step outcomes recorded after the end
 (a step that was still running) are not seeded: they came after the outcome

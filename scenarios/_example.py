@@ -32,8 +32,8 @@ from durasim.runtime import (
     Run,
     WorkflowCallError,
     WorkflowSandboxError,
-    deserialize,
 )
+from durasim.runtime.serialization import deserialize
 from durasim.sim import (
     BudgetExceeded,
     ChoiceSource,

@@ -1,6 +1,6 @@
 """durasim.sim: the runtime in virtual time, with every World call a schedulable point.
 
-A :class:`Sim` runs the real runtime (``deliver()``, ``run_queued_step()``,
+A :class:`Sim` runs the real runtime (``Engine.handle()``, ``run_queued_step()``,
 ``resume_hook()``, ``Run.cancel()``) over any World, on a loop whose time is
 virtual, and decides at every World call which task goes next: FIFO, a seeded
 RNG, or a caller-provided choice sequence.  Scripts hold writers at chosen

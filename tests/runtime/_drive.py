@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from durasim.checkers import check_invariants, verify_replay
-from durasim.runtime import Run, Worker, find_workflow, serialize
+from durasim.runtime import Run, Worker
 from durasim.runtime._replay import Replay
+from durasim.runtime.lowlevel import find_workflow
+from durasim.runtime.serialization import serialize
 from durasim.worlds import RUN_TERMINAL_TYPES, Event, EventType, FixedClock, World
 
 

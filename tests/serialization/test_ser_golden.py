@@ -22,7 +22,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from _ser_support import Box, Color, Message, Pair, Point, RegisteredError, assert_same
 
-from durasim.runtime import FatalError, RetryableError, deserialize, serialize
+from durasim.runtime import FatalError, RetryableError
+from durasim.runtime.serialization import deserialize, serialize
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "serialization" / "payloads.json"
 
