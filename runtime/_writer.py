@@ -24,8 +24,8 @@ from durasim.worlds import (
     Event,
     EventRequest,
     InBandSuperseded,
-    Run,
     RunExpired,
+    RunRecord,
     World,
 )
 
@@ -132,7 +132,7 @@ class Kept:
     replay: Replay
     events: list[Event]
     in_band: int
-    run: Run
+    run: RunRecord
 
 
 async def fail_unfenced(world: World, run_id: str, error: BaseException, code: str) -> None:
