@@ -14,6 +14,8 @@
   reference :class:`~durasim.worlds.MemoryWorld` and compares every answer.
 """
 
+from durasim.worlds._public import publish as _publish
+
 from ._determinism import DeterminismVerdict, check_determinism
 from ._export import LogFileError, event_from_json, event_to_json, load_logs
 from ._fresh import (
@@ -69,3 +71,5 @@ __all__ = [
     "verify_replay_log",
     "world_model_for",
 ]
+
+_publish(__name__, globals(), __all__)

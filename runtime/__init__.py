@@ -12,6 +12,8 @@ definitions registry, payload decoding) is in :mod:`durasim.runtime.lowlevel`;
 the value format is :mod:`durasim.runtime.serialization`.
 """
 
+from durasim.worlds._public import publish as _publish
+
 from ._authoring import (
     DefinitionNotFound,
     InvalidDefinition,
@@ -111,6 +113,8 @@ __all__ = [
     "webhook_app",
     "workflow",
 ]
+
+_publish(__name__, globals(), __all__)
 
 # Inside workflows (only while workflow code runs), asyncio.wait / as_completed keep
 # their arguments' order.

@@ -30,12 +30,10 @@ from durasim.worlds import (
     EventRequest,
     EventType,
     RunNotFound,
+    RunRecord,
     RunStatus,
     StepStatus,
     World,
-)
-from durasim.worlds import (
-    Run as RunRecord,
 )
 
 from ._decorators import step

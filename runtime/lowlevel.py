@@ -18,6 +18,8 @@ Packages above the runtime import these names from here, never from a private
 ``durasim.runtime._module`` (tests/test_private_imports.py checks it).
 """
 
+from durasim.worlds._public import publish as _publish
+
 from ._authoring import (
     StepCaller,
     StepDef,
@@ -95,3 +97,5 @@ __all__ = [
     "wall_monotonic",
     "workflow_definition",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -4,7 +4,8 @@ pytest loads the plugin (``durasim.scenarios.conformance._plugin``) in every run
 every project that installs durasim, so importing ``durasim.scenarios`` and
 ``durasim.scenarios.conformance`` must not import the runtime, the simulator or
 Hypothesis.  Each of them lists its public names with the private module that
-defines them and takes its ``__getattr__`` and ``__dir__`` from :func:`lazy_exports`.
+defines them and takes its ``__getattr__`` and ``__dir__`` from :func:`lazy_exports`
+(which, as each name is imported, makes it report the package as its ``__module__``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ def lazy_exports(
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(module, package), name)
+        # Only now: durasim.worlds is too heavy for the plugin's import, and was
+        # imported by ``module`` anyway.
+        from durasim.worlds._public import publish  # noqa: PLC0415
+
+        publish(package, {name: value}, [name])
         setattr(sys.modules[package], name, value)
         return value
 

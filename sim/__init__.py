@@ -7,6 +7,8 @@ RNG, or a caller-provided choice sequence.  Scripts hold writers at chosen
 points, inject faults, and read a byte-stable trace.  See docs/simulator.md.
 """
 
+from durasim.worlds._public import publish as _publish
+
 from ._choices import (
     CHOICE_KINDS,
     ChoiceSource,
@@ -79,3 +81,5 @@ __all__ = [
     "simulate",
     "step_short_name",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -91,6 +91,8 @@ from ._time import (
 if TYPE_CHECKING:
     from ._postgres import PostgresWorld
 
+from ._public import publish as _publish
+
 __all__ = [
     "BATCH_FORBIDDEN",
     "EPOCH",
@@ -165,16 +167,21 @@ __all__ = [
     "validate_request",
 ]
 
+_publish(__name__, globals(), __all__)
 
-def __getattr__(name: str) -> Any:
-    """Import :class:`PostgresWorld` on first use: psycopg is an optional dependency."""
-    if name == "PostgresWorld":
-        try:
-            from ._postgres import PostgresWorld  # noqa: PLC0415 -- psycopg is optional
-        except ImportError as exc:
-            raise ImportError(
-                f"PostgresWorld needs psycopg 3 and psycopg-pool ({exc}): "
-                "pip install 'durasim[postgres]'"
-            ) from exc
-        return PostgresWorld
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+if not TYPE_CHECKING:  # static tools see PostgresWorld above, and no catch-all attribute
+
+    def __getattr__(name: str) -> Any:
+        """Import :class:`PostgresWorld` on first use: psycopg is an optional dependency."""
+        if name == "PostgresWorld":
+            try:
+                from ._postgres import PostgresWorld  # noqa: PLC0415 -- psycopg is optional
+            except ImportError as exc:
+                raise ImportError(
+                    f"PostgresWorld needs psycopg 3 and psycopg-pool ({exc}): "
+                    "pip install 'durasim[postgres]'"
+                ) from exc
+            _publish(__name__, {name: PostgresWorld}, [name])
+            return PostgresWorld
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

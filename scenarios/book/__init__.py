@@ -6,6 +6,8 @@ book against third-party Worlds).  docs/scenario-book.md describes each one;
 :func:`render_book` writes that page.
 """
 
+from durasim.worlds._public import publish as _publish
+
 from . import _faults, _forks, _hooks, _lifecycle, _smoke  # noqa: F401  (register the chapters)
 from ._docs import render_book
 from ._model import Scenario, ScenarioFailed, ScenarioResult, Script, run_scenario
@@ -23,3 +25,5 @@ __all__ = [
     "render_book",
     "run_scenario",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -48,4 +48,5 @@ _LAZY = {
 }
 
 
-__getattr__, __dir__ = _lazy_exports(__name__, _LAZY)
+if not TYPE_CHECKING:  # static tools see the imports above, and no catch-all attribute
+    __getattr__, __dir__ = _lazy_exports(__name__, _LAZY)
