@@ -131,7 +131,9 @@ def world(
     durasim_world_factory: WorldFactory, clock: FixedClock, tmp_path: Path
 ) -> Iterator[World]:
     """A fresh World of each kind on the test's clock."""
-    built = durasim_world_factory(WorldSetup(clock=clock, ids=CountingIds(), directory=tmp_path))
+    directory = tmp_path / "durasim-world"  # the test's own files stay apart
+    directory.mkdir()
+    built = durasim_world_factory(WorldSetup(clock=clock, ids=CountingIds(), directory=directory))
     yield built
     asyncio.run(built.close())
 

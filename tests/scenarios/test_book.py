@@ -17,7 +17,7 @@ from durasim.worlds import Capabilities, MemoryWorld, SQLiteWorld, World, WorldF
 KINDS = ["memory", "sqlite", "postgres"]
 
 
-def store_factory(kind: str, directory: Path) -> WorldFactory | None:
+def factory_of_kind(kind: str, directory: Path) -> WorldFactory | None:
     """A factory of fresh Worlds of ``kind`` on the simulation's clock and ids."""
     if kind == "memory":
         return None
@@ -65,7 +65,7 @@ def _param(scenario: Scenario) -> Any:
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("scenario", [_param(s) for s in BOOK])
 def test_scenario(scenario: Scenario, kind: str, tmp_path: Path) -> None:
-    result = run_scenario(scenario, store=store_factory(kind, tmp_path))
+    result = run_scenario(scenario, store=factory_of_kind(kind, tmp_path))
     assert result.skipped is None, result.detail
     assert result.ok, f"{result.detail}\n\ntrace:\n{result.trace}"
     if kind != "memory" and not scenario.known_red:
