@@ -75,7 +75,7 @@ def test_every_field_changed_or_kept_as_attrs_would(entity: object) -> None:
 
 
 def test_an_unknown_field_is_refused_by_name() -> None:
-    with pytest.raises(TypeError, match=r"Step has no field\(s\) \['colour'\]"):
+    with pytest.raises(TypeError, match=r"StepRecord has no field\(s\) \['colour'\]"):
         evolve(ENTITIES[1], colour="red", status=StepStatus.RUNNING)
 
 
