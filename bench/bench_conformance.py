@@ -8,9 +8,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from durasim.checkers import WorldSetup
 from durasim.scenarios.conformance import run_conformance
-from durasim.worlds import MemoryWorld, SQLiteWorld, World
+from durasim.worlds import MemoryWorld, SQLiteWorld, World, WorldSetup
 
 
 def memory_world(setup: WorldSetup) -> World:

@@ -28,9 +28,10 @@ import statistics
 import time
 from typing import Any
 
-from durasim.runtime import Limits, Worker, find_workflow, start, step, workflow
+from durasim.runtime import Limits, Worker, start, step, workflow
 from durasim.runtime._orchestrator import load_log
 from durasim.runtime._replay import Replay
+from durasim.runtime.lowlevel import find_workflow
 from durasim.worlds import CountingIds, EventType, FixedClock, MemoryWorld
 
 

@@ -22,7 +22,7 @@ What it measures (issue 4, "Numbers"), all in this one run:
   seen by ``sqlite3``'s trace callback; reads open a plain ``BEGIN``);
 - a cold replay of a 25,000-event log in a fresh process: the log is read, then
   replayed by :class:`durasim.runtime._replay.Replay` (``begin`` + ``deliver`` of every
-  event), then a whole ``deliver()`` (read, cold replay, finish) is timed; the
+  event), then a whole ``Engine.deliver()`` (read, cold replay, finish) is timed; the
   process's peak RSS is ``ru_maxrss`` of that process alone;
 - a leak check in a fresh process: 10,000 small workflows through one Worker on
   SQLite (``process``), RSS and gc counts of durasim objects after 100, 1,000 and
@@ -57,9 +57,10 @@ from typing import Any
 
 import attrs
 
-from durasim.runtime import Limits, Worker, find_workflow, serializable, start, step, workflow
-from durasim.runtime._orchestrator import deliver, load_log
+from durasim.runtime import Limits, Worker, serializable, start, step, workflow
+from durasim.runtime._orchestrator import load_log
 from durasim.runtime._replay import Replay
+from durasim.runtime.lowlevel import engine_for, find_workflow
 from durasim.worlds import CountingIds, EventType, FixedClock, MemoryWorld, SQLiteWorld, World
 
 HERE = Path(__file__).resolve().parent
@@ -439,7 +440,7 @@ async def child_cold(path: str, run_id: str) -> None:
         del events
         world.clock.current = resume_at  # type: ignore[attr-defined]
         begin = time.perf_counter()
-        report = await deliver(world, run_id, limits=BIG)
+        report = await engine_for(world).deliver(run_id, limits=BIG)
         delivered = time.perf_counter() - begin
         total = len((await load_log(world, run_id))[0])
     finally:

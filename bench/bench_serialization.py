@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from durasim.runtime import deserialize, serialize
+from durasim.runtime.serialization import deserialize, serialize
 
 REPEATS = 7
 

@@ -18,6 +18,8 @@
   is named (:data:`ANOMALIES`) and shrunk to a minimal witness.
 """
 
+from durasim.worlds._public import publish as _publish
+
 from ._anomalies import ANOMALIES, Anomaly, name_anomaly, read_anomalies
 from ._concurrent import ConcurrencyResult, ConcurrencyWitness, run_concurrency
 from ._determinism import DeterminismVerdict, check_determinism
@@ -37,7 +39,7 @@ from ._fresh import (
 )
 from ._invariants import Report, StoredRun, Violation, check_invariants, check_log, check_logs
 from ._linear import Call, Linearization, Record, check_linearizable
-from ._model import WorldFactory, WorldModel, WorldSetup
+from ._model import WorldModel
 from ._model_run import WorldModelFailure, run_world_model, world_model_for
 from ._oracle import VERDICTS, ReplayVerdict, verify_replay, verify_replay_log
 from ._rules import RULES
@@ -64,10 +66,8 @@ __all__ = [
     "Report",
     "StoredRun",
     "Violation",
-    "WorldFactory",
     "WorldModel",
     "WorldModelFailure",
-    "WorldSetup",
     "check_determinism",
     "check_invariants",
     "check_linearizable",
@@ -89,3 +89,5 @@ __all__ = [
     "verify_replay_log",
     "world_model_for",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -41,6 +41,9 @@ from durasim.worlds import (
     RunNotFound,
     World,
     WorldError,
+    WorldFactory,
+    WorldSetup,
+    check_factory,
 )
 
 from ._anomalies import Anomaly, name_anomaly, read_anomalies
@@ -53,7 +56,6 @@ from ._linear import (
     difference,
     render_outcome,
 )
-from ._model import WorldFactory, WorldSetup
 
 __all__ = ["ConcurrencyResult", "ConcurrencyWitness", "run_concurrency"]
 
@@ -460,6 +462,7 @@ def run_concurrency(
     Returns:
         A :class:`ConcurrencyResult`; ``.failure`` holds the shrunk witness.
     """
+    factory = check_factory(factory)
     started = time.perf_counter()
     directory = Path(tempfile.mkdtemp(prefix="durasim-concurrency-"))
     clock = FixedClock()

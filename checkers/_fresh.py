@@ -39,7 +39,8 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from durasim.runtime import DefinitionNotFound, find_workflow
+from durasim.runtime import DefinitionNotFound
+from durasim.runtime.lowlevel import find_workflow
 from durasim.worlds import DurasimError, Event, EventType, World
 
 from ._export import event_to_json

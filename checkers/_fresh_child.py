@@ -34,7 +34,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from durasim.runtime import DefinitionNotFound, find_workflow
+from durasim.runtime import DefinitionNotFound
+from durasim.runtime.lowlevel import find_workflow
 
 from . import _fresh
 from ._export import event_from_json

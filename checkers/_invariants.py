@@ -25,8 +25,8 @@ from durasim.worlds import (
     CorruptedLog,
     Event,
     HookNotFound,
-    Run,
     RunNotFound,
+    RunRecord,
     Snapshot,
     World,
 )
@@ -127,7 +127,7 @@ def _diff(*fields: tuple[str, Any, Any]) -> list[str]:
     ]
 
 
-def _compare_run(walk: _Walk, row: Run) -> None:
+def _compare_run(walk: _Walk, row: RunRecord) -> None:
     differences = _diff(
         ("status", row.status.value, walk.status),
         ("output", row.output, walk.output),

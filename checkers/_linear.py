@@ -36,11 +36,11 @@ from durasim.worlds import (
     EventPage,
     EventRequest,
     EventResult,
-    Hook,
-    Run,
-    Step,
+    HookRecord,
+    RunRecord,
+    StepRecord,
     StreamInfo,
-    Wait,
+    WaitRecord,
     World,
     WorldError,
 )
@@ -248,19 +248,24 @@ def _render_value(value: Any) -> str:
         )
     if isinstance(value, Event):
         return _event(value)
-    if isinstance(value, Run):
+    if isinstance(value, RunRecord):
         return f"run {value.run_id} {value.status}"
-    if isinstance(value, (Step, Hook, Wait)):
+    if isinstance(value, (StepRecord, HookRecord, WaitRecord)):
         key = getattr(value, "step_id", None) or getattr(value, "hook_id", None)
         key = key or getattr(value, "wait_id", "")
-        extra = f" token={value.token!r}" if isinstance(value, Hook) else ""
-        return f"{type(value).__name__.lower()} {value.run_id}/{key} {value.status}{extra}"
+        extra = f" token={value.token!r}" if isinstance(value, HookRecord) else ""
+        kind = type(value).__name__.removesuffix("Record").lower()
+        return f"{kind} {value.run_id}/{key} {value.status}{extra}"
     if isinstance(value, ChunkPage):
         chunks = ", ".join(f"{c.index}:{c.data!r}" for c in value.chunks)
         return f"chunks [{chunks}] closed={value.closed} has_more={value.has_more}"
     if isinstance(value, StreamInfo):
         return f"stream tail={value.tail_index} closed={value.closed}"
-    if isinstance(value, tuple) and value and all(isinstance(v, (Step, Hook, Wait)) for v in value):
+    if (
+        isinstance(value, tuple)
+        and value
+        and all(isinstance(v, (StepRecord, HookRecord, WaitRecord)) for v in value)
+    ):
         return "[" + "; ".join(_render_value(v) for v in value) + "]"
     if isinstance(value, enum.Enum):
         return str(value.value)

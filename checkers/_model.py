@@ -29,7 +29,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -40,55 +39,29 @@ from hypothesis.stateful import (
 )
 
 from durasim.worlds import (
-    Clock,
     CountingIds,
     Delivery,
     EventRequest,
     EventResult,
     FixedClock,
-    IdSource,
     MemoryWorld,
     RunPage,
     RunStatus,
     World,
     WorldError,
+    WorldSetup,
 )
 
 from . import _model_ops as ops
 from ._invariants import check_invariants
 from ._model_queue import _QueueRules
 
-__all__ = ["WorldFactory", "WorldModel", "WorldSetup"]
+__all__ = ["WorldModel"]
 
 _T = TypeVar("_T")
 
 #: Rules that send ``max_deliveries`` to the World expect this value.
 _MAX_DELIVERIES = 2
-
-
-@attrs.frozen(kw_only=True)
-class WorldSetup:
-    """What a factory builds a World under test from.
-
-    Attributes:
-        clock: the virtual clock the machine moves; the World MUST read every
-            time from it (``created_at``, lease expiry, due times, ``TooEarly``).
-        ids: the id source the World MUST mint run, message and lease ids from.
-        max_deliveries: the World option of the same name (the reference uses it too).
-        directory: an empty scratch directory for the World's files, removed
-            after the example.  A durable World (``capabilities.durable``) MUST
-            reopen what it stored there when the factory is called again with
-            the same setup: that is how the machine restarts it.
-    """
-
-    clock: Clock
-    ids: IdSource
-    max_deliveries: int
-    directory: Path
-
-
-#: Builds a World under test: ``factory(setup) -> World``.
-WorldFactory = Callable[[WorldSetup], World]
 
 
 def _create(

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, Phase
 from hypothesis.errors import HypothesisException
 from hypothesis.stateful import run_state_machine_as_test
 
-from durasim.worlds import DurasimError, World
+from durasim.worlds import DurasimError, World, WorldFactory, WorldSetup, check_factory
 
-from ._model import WorldFactory, WorldModel, WorldSetup
+from ._model import WorldModel
 
 __all__ = ["WorldModelFailure", "run_world_model", "world_model_for"]
 
@@ -34,6 +34,7 @@ def _label(factory: WorldFactory) -> str:
 
 def _machine_for(factory: WorldFactory) -> type[WorldModel]:
     """A :class:`WorldModel` subclass whose subject comes from ``factory``."""
+    factory = check_factory(factory)
     name = f"WorldModel_{_label(factory)}"
 
     def make_world(self: WorldModel, setup: WorldSetup) -> World:

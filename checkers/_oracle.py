@@ -5,7 +5,7 @@
 one into a fresh in-memory World (each event written as its writer wrote it:
 in-band under the fence with the time it carries, out-of-band at its own
 time), sets the clock to the terminal event's time, and runs ONE orchestrator
-delivery of the real runtime (:func:`durasim.runtime.deliver`).  The delivery
+delivery of the real runtime (:meth:`durasim.runtime.lowlevel.Engine.deliver`).  The delivery
 must write exactly the terminal event again: same type, byte-equal output (or
 error and error code), nothing else.  Step outcomes recorded after the end
 (a step that was still running) are not seeded: they came after the outcome
@@ -42,7 +42,6 @@ from durasim.worlds import (
 __all__ = ["VERDICTS", "ReplayVerdict", "verify_replay", "verify_replay_log"]
 
 T = EventType
-_TERMINAL = RUN_TERMINAL_TYPES
 #: Fields a World fills in itself: never sent back when seeding.
 _WORLD_ONLY = {
     T.STEP_STARTED: ("attempt",),
@@ -226,7 +225,7 @@ async def verify_replay_log(
 ) -> ReplayVerdict:
     """Judge one run from its log alone (its workflow must be importable here)."""
     run_id = events[0].run_id if events else "?"
-    terminal = next((e for e in events if e.type in _TERMINAL), None)
+    terminal = next((e for e in events if e.type in RUN_TERMINAL_TYPES), None)
     if terminal is None:
         return ReplayVerdict(run_id, "replay.skipped", "the run has not ended")
     if terminal.type is T.RUN_CANCELLED:
@@ -272,7 +271,7 @@ def _judge(
         return verdict(
             "replay.diverged", report.divergence or "the replay met a log it cannot match"
         )
-    ends = [e for e in written if e.type in _TERMINAL]
+    ends = [e for e in written if e.type in RUN_TERMINAL_TYPES]
     if not ends:
         new = ", ".join(f"{e.type.value} {e.correlation_id or ''}".strip() for e in written)
         return verdict(

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import attrs
 
-from durasim.worlds import Hook, Run, Snapshot, Step, Wait
+from durasim.worlds import HookRecord, RunRecord, Snapshot, StepRecord, WaitRecord
 
 from ._rules import RULES
 
@@ -64,10 +64,10 @@ class Report:
 class StoredRun:
     """What a World stores about one run, to compare with the fold of its log."""
 
-    run: Run | None = None
-    steps: tuple[Step, ...] = ()
-    hooks: tuple[Hook, ...] = ()
-    waits: tuple[Wait, ...] = ()
+    run: RunRecord | None = None
+    steps: tuple[StepRecord, ...] = ()
+    hooks: tuple[HookRecord, ...] = ()
+    waits: tuple[WaitRecord, ...] = ()
     snapshot: Snapshot | None = None
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from durasim.worlds import Event, EventType
+from durasim.worlds import RUN_TERMINAL_TYPES, Event, EventType
 
 from ._report import Violation
 from ._rules import RULES
@@ -21,7 +21,6 @@ from ._rules import RULES
 __all__: list[str] = []
 
 T = EventType
-_TERMINAL = frozenset({T.RUN_COMPLETED, T.RUN_FAILED, T.RUN_CANCELLED})
 _STEP_OUTCOMES = frozenset({T.STEP_COMPLETED, T.STEP_FAILED})
 
 
@@ -111,7 +110,7 @@ def _walk(events: Sequence[Event], run_id: str) -> _Walk:
             walk.flag("run.created_first", f"the log starts with {_at(event)}", event.seq)
         if (
             walk.terminal is not None
-            and event.type not in _TERMINAL
+            and event.type not in RUN_TERMINAL_TYPES
             and not _late_outcome(walk, event)
         ):
             walk.flag(

@@ -19,8 +19,14 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from durasim.checkers import WorldSetup
-from durasim.worlds import BatchResult, EventRequest, EventResult, EventType, MemoryWorld
+from durasim.worlds import (
+    BatchResult,
+    EventRequest,
+    EventResult,
+    EventType,
+    MemoryWorld,
+    WorldSetup,
+)
 
 __all__ = ["IndexedWorld", "make"]
 

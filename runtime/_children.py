@@ -30,12 +30,10 @@ from durasim.worlds import (
     EventRequest,
     EventType,
     RunNotFound,
+    RunRecord,
     RunStatus,
     StepStatus,
     World,
-)
-from durasim.worlds import (
-    Run as RunRow,
 )
 
 from ._decorators import step
@@ -72,7 +70,7 @@ def child_run_id(parent_run_id: str, number: str) -> str:
     return f"c{digest}"
 
 
-def outcome_of(run: RunRow) -> dict[str, Any]:
+def outcome_of(run: RunRecord) -> dict[str, Any]:
     """A terminal run's outcome as a plain value (a hook payload, a step result)."""
     return {
         "run_id": run.run_id,

@@ -21,9 +21,9 @@ from ._authoring import workflow_definition
 from ._children import await_child, cascade_cancel, notify_parent, outcome_of, raise_or_return
 from ._children import start_child as _start_child_step
 from ._context import running
-from ._orchestrator import enqueue_wake
 from ._signals import mark_cancelled
 from ._streams import read_stream as _read_stream
+from ._wake import enqueue_wake
 from .serialization import serialize
 
 __all__ = ["Run", "get_run", "start"]

@@ -1,13 +1,11 @@
-"""A delivery under way: its in-band writer, and the steps of driving the workflow.
-
-(A little over 600 lines: :class:`Writer` and :class:`RunDelivery` share the
-run-ahead protocol, and reading one without the other hides how it is fenced.)
+"""A delivery under way: the steps of driving the workflow.
 
 :class:`RunDelivery` is one orchestrator delivery after its log was loaded and
-its workflow found (:func:`~durasim.runtime._orchestrator.deliver` does that):
-it holds the delivery's :class:`Writer`, limits and report, and its methods
-replay the workflow, write what it issues, run its steps and schedule its next
-wake-up (the module docstring of ``_orchestrator`` tells the whole story).
+its workflow found (:func:`~durasim.runtime._orchestrator.run_delivery` does
+that): it holds the delivery's :class:`~durasim.runtime._writer.InBandWriter`
+(its fenced writes, see ``_writer``), limits and report, and its methods replay
+the workflow, write what it issues, run its steps and schedule its next wake-up
+(the module docstring of ``_orchestrator`` tells the whole story).
 """
 
 from __future__ import annotations
@@ -20,19 +18,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from durasim.worlds import (
     RUN_TERMINAL_TYPES,
-    DurasimError,
     EntityConflict,
     Event,
     EventRequest,
     EventType,
-    InBandSuperseded,
     Payload,
-    Run,
-    RunExpired,
     StaleView,
     World,
 )
@@ -55,12 +47,13 @@ from ._settlement import DeliveryStatus
 from ._signals import mark_cancelled
 from ._steps import StepOutcome, execute_step, exhausted
 from ._wake import STEP_QUEUE, enqueue_wake
+from ._writer import InBandWriter, Kept, error_bytes
 from .serialization import FatalError, SerializationError, serialize
 
 if TYPE_CHECKING:
     from ._orchestrator import DeliveryReport, Limits
 
-__all__ = ["Kept", "RunDelivery", "Superseded", "Writer", "error_bytes", "fail_unfenced"]
+__all__ = ["RunDelivery"]
 
 log = logging.getLogger("durasim.runtime")
 
@@ -68,107 +61,6 @@ T = EventType
 #: The statuses as module globals: an enum member read through its class is slow.
 _FINISHED = DeliveryStatus.FINISHED
 _SUSPENDED = DeliveryStatus.SUSPENDED
-_TERMINAL = RUN_TERMINAL_TYPES
-
-
-class Superseded(DurasimError):
-    """Another delivery owns the run: stop without writing anything more."""
-
-
-class Writer:
-    """This delivery's in-band writes, with the log and the live replay kept in step."""
-
-    def __init__(self, world: World, run_id: str, events: list[Event], seq_in_band: int) -> None:
-        self.world = world
-        self.run_id = run_id
-        self.events = events
-        self.expected = seq_in_band
-        self.replay: Replay | None = None
-        self.stale = False  # another writer's events landed amid ours, past the replay
-        self.ended = False  # the log holds a terminal event (e.g. a cancel landed)
-        self.written = 0
-        self.lock = asyncio.Lock()
-
-    async def write(self, request: EventRequest) -> Event | None:
-        """One in-band event; ``None`` if the World appended nothing (a tolerated repeat)."""
-        written = await self._commit([request], batch=False)
-        return written[0] if written else None
-
-    async def write_batch(
-        self,
-        requests: list[EventRequest],
-        *,
-        occurred_at: datetime | None = None,
-        expected_seq: int | None = None,
-    ) -> list[Event]:
-        """In-band events at consecutive positions, atomically."""
-        return await self._commit(
-            requests, batch=True, occurred_at=occurred_at, expected_seq=expected_seq
-        )
-
-    async def _commit(
-        self,
-        requests: list[EventRequest],
-        *,
-        batch: bool,
-        occurred_at: datetime | None = None,
-        expected_seq: int | None = None,
-    ) -> list[Event]:
-        async with self.lock:
-            expected, seen = self.expected, len(self.events)
-            try:
-                if batch:
-                    many = await self.world.events.create_batch(
-                        self.run_id,
-                        requests,
-                        in_band=True,
-                        expected_seq_in_band=expected,
-                        seen_seq=seen,
-                        occurred_at=occurred_at,
-                        expected_seq=expected_seq,
-                    )
-                    unseen, mine = many.unseen, list(many.events)
-                else:
-                    one = await self.world.events.create(
-                        self.run_id,
-                        requests[0],
-                        in_band=True,
-                        expected_seq_in_band=expected,
-                        seen_seq=seen,
-                    )
-                    unseen = one.unseen
-                    mine = [one.event] if one.allocated and one.event is not None else []
-            except InBandSuperseded as exc:
-                raise Superseded(str(exc)) from exc
-            self.expected += len(mine)
-            self._absorb(unseen, mine)
-            return mine
-
-    def _absorb(self, unseen: tuple[Event, ...], mine: list[Event]) -> None:
-        if unseen:
-            self.ended = self.ended or any(e.type in _TERMINAL for e in unseen)
-            # Another writer's events landed first.  A replay that has consumed
-            # only what this delivery had seen takes them in log order, as a cold
-            # replay would; one that ran ahead (fed an event provisionally) cannot.
-            if self.replay is None or self.replay.consumed > len(self.events) or self.ended:
-                self.stale = True
-        self.written += len(mine)
-        for event in (*unseen, *mine):
-            self.events.append(event)
-            # Events the replay already consumed were handed to it ahead of their
-            # commit (run-ahead); the caller compares them with what committed.
-            if self.replay is not None and not self.stale and event.seq > self.replay.consumed:
-                self.replay.deliver(event)
-
-
-@attrs.define(eq=False)
-class Kept:
-    """A suspended run's live replay, kept by this process for its next delivery."""
-
-    replay: Replay
-    events: list[Event]
-    in_band: int
-    run: Run
 
 
 class RunDelivery:
@@ -182,7 +74,7 @@ class RunDelivery:
     """
 
     def __init__(
-        self, world: World, writer: Writer, limits: Limits, report: DeliveryReport
+        self, world: World, writer: InBandWriter, limits: Limits, report: DeliveryReport
     ) -> None:
         self.world = world
         self.writer = writer
@@ -214,7 +106,7 @@ class RunDelivery:
         replay.busy_seconds = 0.0  # the budget is per delivery
         try:
             for event in self.writer.events[replay.consumed :]:
-                if event.type in _TERMINAL:
+                if event.type in RUN_TERMINAL_TYPES:
                     break
                 replay.deliver(event)
         except ReplayDivergence as exc:
@@ -232,7 +124,7 @@ class RunDelivery:
         try:
             replay.begin()
             for event in self.writer.events:
-                if event.type in _TERMINAL:
+                if event.type in RUN_TERMINAL_TYPES:
                     break
                 replay.deliver(event)
         except ReplayDivergence as exc:
@@ -629,18 +521,3 @@ def _request(command: StepCommand | WaitCommand, *, inline: bool = True) -> Even
             inline=inline,
         )
     return EventRequest.of("wait_created", command.correlation_id, resume_at=command.resume_at)
-
-
-async def fail_unfenced(world: World, run_id: str, error: BaseException, code: str) -> None:
-    """Fail a run whose log cannot be loaded (no fence count to write with)."""
-    with contextlib.suppress(EntityConflict, RunExpired):
-        await world.events.create(
-            run_id, EventRequest.of("run_failed", error=error_bytes(error), error_code=code)
-        )
-
-
-def error_bytes(error: BaseException) -> bytes:
-    try:
-        return serialize(error, root="workflow error")
-    except SerializationError:
-        return serialize(FatalError(f"{type(error).__name__}: {error}"), root="workflow error")

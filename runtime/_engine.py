@@ -22,17 +22,19 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from durasim.worlds import World, WorldError
+from durasim.worlds import RunExpired, RunNotFound, World, WorldError
 
-from ._orchestrator import deliver_with
+from ._children import notify_parent
+from ._errors import ReplayDivergence
+from ._orchestrator import DeliveryReport, Limits, run_delivery
 from ._queued import run_queued_step
-from ._settlement import DROP, Settlement, settle, settle_step
+from ._settlement import DROP, DeliveryStatus, Settlement, settle, settle_step
 from ._signals import Cancellations
-from ._wake import MalformedMessage, StepMessage, WakeMessage, parse_message
+from ._wake import MalformedMessage, StepMessage, WakeMessage, enqueue_wake, parse_message
+from ._writer import Superseded
 
 if TYPE_CHECKING:
-    from ._delivery import Kept
-    from ._orchestrator import DeliveryReport, Limits
+    from ._writer import Kept
 
 __all__ = ["KEPT_REPLAYS", "Engine", "Handled", "engine_for"]
 
@@ -120,15 +122,50 @@ class Engine:
         divergences: int = 0,
         min_seq: int = 0,
     ) -> DeliveryReport:
-        """One orchestrator delivery of ``run_id`` (:func:`durasim.runtime.deliver`)."""
-        return await deliver_with(
-            self,
-            run_id,
-            limits=limits,
-            attempt=attempt,
-            divergences=divergences,
-            min_seq=min_seq,
-        )
+        """One orchestrator delivery of ``run_id``: what it did, and how it ended.
+
+        The steps are :func:`~durasim.runtime._orchestrator.run_delivery`'s (the
+        module docstring of ``_orchestrator``); here, what ends a delivery early
+        becomes its status.  ``attempt``: the message's delivery count (past
+        ``limits.max_deliveries`` the run fails).  ``divergences``: the replay
+        divergences of the run so far (the wake message carries them).
+        ``min_seq``: the position the message's sender wrote (a hook payload, a
+        queued step's outcome); if the log read ends before it, the World served
+        a stale prefix, and the delivery gives the message back
+        (``unavailable``) instead of suspending without having seen what it was
+        woken for.
+        """
+        world = self.world
+        limits = limits or Limits()
+        report = DeliveryReport(run_id=run_id, divergences=divergences)
+        try:
+            await run_delivery(self, run_id, limits, report, attempt=attempt, min_seq=min_seq)
+        except Superseded as exc:
+            log.info("run %s: this delivery was superseded (%s); stopping", run_id, exc)
+            report.status = DeliveryStatus.SUPERSEDED
+            # Another delivery may own the run, or this one read a stale prefix and
+            # nobody does: a wake-up that must read the log at least as far as the
+            # refusal saw it makes sure the run goes on either way (deduplicated).
+            seen = int(getattr(exc.__cause__, "seq", 0) or 0)
+            key = f"superseded:{run_id}:{seen}"
+            await enqueue_wake(world, run_id, key=key, delay=1.0, seq=seen)
+        except ReplayDivergence as exc:
+            # Met while feeding this delivery's own writes to the live replay.
+            log.warning("%s", exc)
+            report.divergences += 1
+            report.divergence = str(exc)
+            report.status = DeliveryStatus.RETRY
+        except RunExpired:
+            report.status = DeliveryStatus.FINISHED
+        except RunNotFound:
+            log.warning("run %s does not exist; dropping its message", run_id)
+            report.status = DeliveryStatus.FINISHED
+            return report
+        if report.status is DeliveryStatus.FINISHED:
+            # Also on a redelivery of an ended run: a crash between the end and this
+            # hand-over must not leave a parent waiting forever.
+            await notify_parent(world, run_id)
+        return report
 
     async def handle(
         self,

@@ -172,7 +172,7 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         # ours run: from Python 3.14 a thread has one running task, and entering a
         # workflow task while the outer one is current is refused.
         outer_task = asyncio.current_task(outer) if outer is not None else None
-        if outer_task is not None:
+        if outer is not None and outer_task is not None:
             asyncio.tasks._leave_task(outer, outer_task)
         previous = getattr(_state, "loop", None)
         events._set_running_loop(self)
@@ -199,7 +199,7 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
             self._running = False
             _state.loop = previous
             events._set_running_loop(outer)
-            if outer_task is not None:
+            if outer is not None and outer_task is not None:
                 asyncio.tasks._enter_task(outer, outer_task)
 
     def has_ready(self) -> bool:

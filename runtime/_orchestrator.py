@@ -1,6 +1,7 @@
 """One orchestrator delivery: load, replay, write what the workflow waits for, run steps.
 
-A delivery (one queue message for a run) does, in order:
+:meth:`Engine.deliver <durasim.runtime.lowlevel.Engine.deliver>` runs one
+(:func:`run_delivery` is its steps).  A delivery (one queue message for a run) does, in order:
 
 1. load the whole log (paged) with its snapshot ``(seq, seq_in_band)``;
 2. stop if the run is terminal; write ``run_started`` if the log has none;
@@ -37,34 +38,22 @@ from durasim.worlds import (
     Event,
     EventRequest,
     EventType,
-    RunExpired,
-    RunNotFound,
     World,
 )
 
 from ._authoring import find_workflow
-from ._children import notify_parent
-from ._delivery import Kept, RunDelivery, Superseded, Writer, fail_unfenced
+from ._delivery import RunDelivery
 from ._errors import ReplayDivergence
 from ._metadata import WorkflowMetadata
 from ._replay import Replay
 from ._settlement import DeliveryStatus
-from ._wake import ORCHESTRATOR_QUEUE, QUEUE_PREFIX, STEP_QUEUE, enqueue_wake, wake_message
+from ._writer import InBandWriter, Kept, fail_unfenced
 from .serialization import FatalError
 
 if TYPE_CHECKING:
     from ._engine import Engine
 
-__all__ = [
-    "ORCHESTRATOR_QUEUE",
-    "QUEUE_PREFIX",
-    "STEP_QUEUE",
-    "DeliveryReport",
-    "Limits",
-    "deliver",
-    "enqueue_wake",
-    "wake_message",
-]
+__all__ = ["DeliveryReport", "Limits", "load_log", "run_delivery"]
 
 log = logging.getLogger("durasim.runtime")
 
@@ -133,13 +122,6 @@ class DeliveryReport:
     divergence: str = ""  # what the last divergence said (both sides, the likely causes)
 
 
-def forget_kept_replays(world: World) -> None:
-    """Drop every replay this process keeps for ``world`` (tests, memory pressure)."""
-    from ._engine import engine_for  # noqa: PLC0415 -- the engine imports this module
-
-    engine_for(world).forget_kept_replays()
-
-
 async def load_log(world: World, run_id: str, *, after_seq: int = 0) -> tuple[list[Event], int]:
     """The run's events after ``after_seq``, in order, and how many of them are in-band."""
     page = await world.events.list(run_id, after_seq=after_seq, limit=5000)
@@ -152,81 +134,11 @@ async def load_log(world: World, run_id: str, *, after_seq: int = 0) -> tuple[li
     return events, sum(1 for e in events if e.in_band)
 
 
-_TERMINAL = RUN_TERMINAL_TYPES
-
-
 def _terminal(events: list[Event]) -> Event | None:
-    return next((e for e in events if e.type in _TERMINAL), None)
+    return next((e for e in events if e.type in RUN_TERMINAL_TYPES), None)
 
 
-async def deliver(
-    world: World,
-    run_id: str,
-    *,
-    limits: Limits | None = None,
-    attempt: int = 1,
-    divergences: int = 0,
-    min_seq: int = 0,
-) -> DeliveryReport:
-    """Run one orchestrator delivery for ``run_id`` (see the module docstring).
-
-    The delivery goes through ``world``'s :class:`Engine` (:func:`engine_for`),
-    which keeps its live replays.  ``min_seq``: the position the message's
-    sender wrote (a hook payload, a queued step's outcome); if the log read ends
-    before it, the World served a stale prefix, and the delivery gives the
-    message back (``unavailable``) instead of suspending without having seen
-    what it was woken for.
-    """
-    from ._engine import engine_for  # noqa: PLC0415 -- the engine imports this module
-
-    return await engine_for(world).deliver(
-        run_id, limits=limits, attempt=attempt, divergences=divergences, min_seq=min_seq
-    )
-
-
-async def deliver_with(
-    engine: Engine,
-    run_id: str,
-    *,
-    limits: Limits | None = None,
-    attempt: int = 1,
-    divergences: int = 0,
-    min_seq: int = 0,
-) -> DeliveryReport:
-    """:func:`deliver` through ``engine`` (what :meth:`Engine.deliver` runs)."""
-    world = engine.world
-    limits = limits or Limits()
-    report = DeliveryReport(run_id=run_id, divergences=divergences)
-    try:
-        await _deliver(engine, run_id, limits, report, attempt=attempt, min_seq=min_seq)
-    except Superseded as exc:
-        log.info("run %s: this delivery was superseded (%s); stopping", run_id, exc)
-        report.status = _SUPERSEDED
-        # Another delivery may own the run, or this one read a stale prefix and
-        # nobody does: a wake-up that must read the log at least as far as the
-        # refusal saw it makes sure the run goes on either way (deduplicated).
-        seen = int(getattr(exc.__cause__, "seq", 0) or 0)
-        await enqueue_wake(world, run_id, key=f"superseded:{run_id}:{seen}", delay=1.0, seq=seen)
-    except ReplayDivergence as exc:
-        # Met while feeding this delivery's own writes to the live replay.
-        log.warning("%s", exc)
-        report.divergences += 1
-        report.divergence = str(exc)
-        report.status = _RETRY
-    except RunExpired:
-        report.status = _FINISHED
-    except RunNotFound:
-        log.warning("run %s does not exist; dropping its message", run_id)
-        report.status = _FINISHED
-        return report
-    if report.status == "finished":
-        # Also on a redelivery of an ended run: a crash between the end and this
-        # hand-over must not leave a parent waiting forever.
-        await notify_parent(world, run_id)
-    return report
-
-
-async def _deliver(
+async def run_delivery(
     engine: Engine,
     run_id: str,
     limits: Limits,
@@ -235,6 +147,12 @@ async def _deliver(
     attempt: int,
     min_seq: int = 0,
 ) -> None:
+    """The steps of one delivery (the module docstring), filling in ``report``.
+
+    Raises what ends a delivery early (:class:`Superseded`, a divergence met while
+    writing, :class:`RunExpired`, :class:`RunNotFound`); :meth:`Engine.deliver`
+    turns those into the report's status.
+    """
     world = engine.world
     kept = engine.take_kept(run_id) if limits.keep_replays else None
     if kept is not None:
@@ -277,7 +195,7 @@ async def _deliver(
             engine.keep(run_id, kept)  # still valid: it covers a prefix of what was read
         report.status = _UNAVAILABLE
         return
-    writer = Writer(world, run_id, events, seq_in_band)
+    writer = InBandWriter(world, run_id, events, seq_in_band)
     delivery = RunDelivery(world, writer, limits, report)
     if attempt > limits.max_deliveries:
         await delivery.fail(

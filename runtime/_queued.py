@@ -25,9 +25,10 @@ from durasim.worlds import (
 
 from ._authoring import find_step
 from ._metadata import STEP_WORLD, WorkflowMetadata
-from ._orchestrator import enqueue_wake, load_log
+from ._orchestrator import load_log
 from ._payloads import RunPayloads, refers_to_records
 from ._steps import execute_step, exhausted
+from ._wake import enqueue_wake
 
 __all__ = ["run_queued_step"]
 

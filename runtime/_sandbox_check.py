@@ -57,7 +57,7 @@ from ._determinism import ensure_installed
 from ._errors import WorkflowSandboxError
 from ._guards import original
 
-__all__ = ["Finding", "check_workflow", "findings_of"]
+__all__ = ["SandboxFinding", "check_workflow", "findings_of"]
 
 _MISSING = object()
 _log = logging.getLogger("durasim.runtime")
@@ -82,7 +82,7 @@ _RANDOM_ALTERNATIVE = (
 
 
 @attrs.frozen(kw_only=True)
-class Finding:
+class SandboxFinding:
     """One escape found in workflow code before it runs.
 
     Attributes:
@@ -112,7 +112,7 @@ class Finding:
         )
 
 
-_CHECKED: weakref.WeakKeyDictionary[Callable[..., Any], tuple[Finding, ...]] = (
+_CHECKED: weakref.WeakKeyDictionary[Callable[..., Any], tuple[SandboxFinding, ...]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -149,10 +149,10 @@ def check_workflow(fn: Callable[..., Any], *, workflow_name: str) -> WorkflowSan
     )
 
 
-def findings_of(fn: Callable[..., Any]) -> tuple[Finding, ...]:
+def findings_of(fn: Callable[..., Any]) -> tuple[SandboxFinding, ...]:
     """Every escape in ``fn`` and the project functions it reaches (uncached)."""
     ensure_installed()  # the module attributes must be the redirected ones
-    findings: dict[tuple[str, str], Finding] = {}
+    findings: dict[tuple[str, str], SandboxFinding] = {}
     seen: set[int] = set()
     queue: list[types.FunctionType] = []
     start = _as_function(fn)
@@ -187,7 +187,7 @@ class _Reader:
             except ValueError:  # an empty cell (the name is not assigned yet)
                 continue
         self.module = str(getattr(function, "__module__", "?"))
-        self.findings: list[Finding] = []
+        self.findings: list[SandboxFinding] = []
         self.reached: list[types.FunctionType] = []
 
     def read(self, code: types.CodeType) -> None:
@@ -226,7 +226,7 @@ class _Reader:
 
     def _judge(
         self, obj: Any, path: list[str], code: types.CodeType, line: int, *, global_name: bool
-    ) -> Finding | None:
+    ) -> SandboxFinding | None:
         name = ".".join(path)
         known = original(obj)
         if known is not None:
@@ -277,7 +277,9 @@ class _Reader:
         self.reached.extend(_functions_in(obj))
         return None
 
-    def _wall_clock(self, dotted: str, path: list[str], code: types.CodeType, line: int) -> Finding:
+    def _wall_clock(
+        self, dotted: str, path: list[str], code: types.CodeType, line: int
+    ) -> SandboxFinding:
         return self._finding(
             ".".join(path),
             code,
@@ -289,8 +291,8 @@ class _Reader:
 
     def _finding(  # noqa: PLR0917 -- one record, built in three places
         self, name: str, code: types.CodeType, line: int, dotted: str, why: str, alternative: str
-    ) -> Finding:
-        return Finding(
+    ) -> SandboxFinding:
+        return SandboxFinding(
             name=name,
             module=self.module,
             function=getattr(code, "co_qualname", code.co_name),

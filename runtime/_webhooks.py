@@ -33,8 +33,7 @@ from typing import Any, Literal
 
 import attrs
 
-from durasim.worlds import Hook as HookEntity
-from durasim.worlds import HookNotFound, InvalidRequest, StreamClosed, World, WorldError
+from durasim.worlds import HookNotFound, HookRecord, InvalidRequest, StreamClosed, World, WorldError
 
 from ._errors import HookNotFoundError
 from ._hooks import Hook, HookConflict, _make_hook, resume_hook
@@ -245,7 +244,7 @@ def create_webhook(
     return Webhook(_make_hook("create_webhook()", token, wrapped, is_webhook=True), respond=respond)
 
 
-def webhook_metadata(hook: HookEntity) -> tuple[RespondMode, Any]:
+def webhook_metadata(hook: HookRecord) -> tuple[RespondMode, Any]:
     """The respond mode and the user's metadata of a webhook's World entity."""
     try:
         wrapped = deserialize(hook.metadata) if hook.metadata is not None else None

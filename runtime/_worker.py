@@ -25,9 +25,9 @@ from ._client import Run
 from ._engine import engine_for
 from ._errors import RunNotFinished
 from ._leases import Heartbeat, LeaseKeeper, LeasePolicy
-from ._orchestrator import QUEUE_PREFIX, DeliveryReport, Limits
+from ._orchestrator import DeliveryReport, Limits
 from ._settlement import REQUEUE_DELAY, DeliveryStatus, SettleAction, Settlement
-from ._wake import enqueue_wake
+from ._wake import QUEUE_PREFIX, enqueue_wake
 
 __all__ = ["REPORTS_KEPT", "Worker", "apply_settlement"]
 

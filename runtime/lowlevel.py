@@ -1,19 +1,40 @@
 """durasim.runtime.lowlevel: the engine's internals, for the layers that drive it.
 
 The workflow author needs only :mod:`durasim.runtime`.  What is here is for
-drivers of the runtime (the simulator, the checkers, custom workers): the
-per-World :class:`Engine`, its message vocabulary (:class:`WakeMessage`,
-:func:`parse_message`), how a delivery ends (:class:`DeliveryStatus`) and what
-becomes of its message (:class:`Settlement`, :func:`settle`, :func:`backoff`).
+drivers of the runtime (the simulator, the checkers, tools, custom workers):
+
+* the per-World :class:`Engine` (:func:`engine_for`), whose :meth:`Engine.deliver`
+  runs one orchestrator delivery and :meth:`Engine.handle` one queue message;
+* its message vocabulary (:class:`WakeMessage`, :class:`StepMessage`,
+  :func:`parse_message`, the queue names), how a delivery ends
+  (:class:`DeliveryStatus`) and what becomes of its message (:class:`Settlement`,
+  :func:`settle`, :func:`backoff`);
+* the definitions registry (:class:`WorkflowDef`, :class:`StepDef`,
+  :func:`find_workflow`, :func:`find_step`, :func:`build_manifest`) and the hook
+  the engine plugs into workflow code (:class:`StepCaller`);
+* a run's payloads read back (:class:`RunPayloads`, :func:`decode_payload`).
+
 Packages above the runtime import these names from here, never from a private
 ``durasim.runtime._module`` (tests/test_private_imports.py checks it).
 """
 
+from durasim.worlds._public import publish as _publish
+
+from ._authoring import (
+    StepCaller,
+    StepDef,
+    WorkflowDef,
+    build_manifest,
+    find_step,
+    find_workflow,
+    step_definition,
+    workflow_definition,
+)
 from ._determinism import wall_monotonic
 from ._engine import KEPT_REPLAYS, Engine, Handled, engine_for
-from ._metadata import STEP_METADATA, StepMetadata, WorkflowMetadata
+from ._metadata import STEP_METADATA
 from ._modules import importable_name
-from ._orchestrator import forget_kept_replays, load_log
+from ._payloads import RunPayloads, decode_payload
 from ._queued import run_queued_step
 from ._settlement import (
     MAX_BACKOFF,
@@ -50,23 +71,31 @@ __all__ = [
     "Engine",
     "Handled",
     "MalformedMessage",
+    "RunPayloads",
     "SettleAction",
     "Settlement",
+    "StepCaller",
+    "StepDef",
     "StepMessage",
-    "StepMetadata",
     "WakeMessage",
-    "WorkflowMetadata",
+    "WorkflowDef",
     "apply_settlement",
     "backoff",
+    "build_manifest",
+    "decode_payload",
     "engine_for",
     "enqueue_wake",
-    "forget_kept_replays",
+    "find_step",
+    "find_workflow",
     "importable_name",
-    "load_log",
     "parse_message",
     "run_queued_step",
     "settle",
     "settle_step",
+    "step_definition",
     "wake_message",
     "wall_monotonic",
+    "workflow_definition",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -10,8 +10,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ._cli import main
@@ -46,10 +47,9 @@ __all__ = [
     "sometimes",
 ]
 
-# Every public name is imported when first used (PEP 562): the pytest plugin lives in this
-# package and pytest loads it in every run of every project that installs durasim, so
-# importing the package must not import the runtime, the simulator or Hypothesis.
-# The imports above are for static tools; tests/test_plugin.py checks both lists agree.
+# Every public name is imported when first used (see ._lazy: the pytest plugin lives
+# in this package). The imports above are for static tools; tests/test_plugin.py
+# checks that both lists agree.
 _LAZY = {
     "AUTHORING_ERRORS": "._example",
     "ExampleConfig": "._seeds",
@@ -74,14 +74,5 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+if not TYPE_CHECKING:  # static tools see the imports above, and no catch-all attribute
+    __getattr__, __dir__ = _lazy_exports(__name__, _LAZY)

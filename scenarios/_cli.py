@@ -36,7 +36,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from durasim.runtime import LeaseOptionsError, LeasePolicy, build_manifest
+from durasim.runtime import LeaseOptionsError, LeasePolicy
+from durasim.runtime.lowlevel import build_manifest
 from durasim.worlds import (
     DurasimError,
     Event,

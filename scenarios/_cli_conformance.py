@@ -9,14 +9,8 @@ import tempfile
 import time
 from typing import Any
 
-from durasim.scenarios.conformance import (
-    LAYERS,
-    FactoryError,
-    load_factory,
-    run_conformance,
-)
-from durasim.scenarios.conformance.stores import store_for
-from durasim.worlds import SQLiteWorld, World
+from durasim.scenarios.conformance import LAYERS, load_factory, run_conformance
+from durasim.worlds import FactoryError, SQLiteWorld, World, WorldSetup
 
 __all__ = ["cmd_conformance", "cmd_demo", "sqlite_world"]
 
@@ -47,7 +41,6 @@ def cmd_conformance(
             examples=examples,
             seed=seed,
             only=only,
-            store=store_for(ref),
             progress=_progress,
         )
     except (FactoryError, ValueError) as exc:
@@ -57,11 +50,8 @@ def cmd_conformance(
     return 0 if report.ok else 1
 
 
-def sqlite_world(setup: object) -> World:
+def sqlite_world(setup: WorldSetup) -> World:
     """The embedded default, as a conformance factory (``durasim demo`` checks it)."""
-    from durasim.checkers import WorldSetup  # noqa: PLC0415 -- keep the CLI's start cheap
-
-    assert isinstance(setup, WorldSetup)
     return SQLiteWorld(
         setup.directory / "world.db",
         clock=setup.clock,
@@ -100,9 +90,7 @@ def cmd_demo(*, examples: int) -> int:
     print("\n== 3. conformance: the SQLite World against the contract")
     ref = "durasim.scenarios._cli_conformance:sqlite_world"
     with tempfile.TemporaryDirectory(prefix="durasim-demo-"):
-        report = run_conformance(
-            sqlite_world, target=ref, examples=examples, seed=0, store=store_for(ref)
-        )
+        report = run_conformance(sqlite_world, target=ref, examples=examples, seed=0)
     print(report.render())
     ok = explored and report.ok
     elapsed = time.perf_counter() - started

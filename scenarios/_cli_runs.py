@@ -15,17 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from durasim.checkers import check_logs, event_to_json, load_logs
-from durasim.runtime import (
-    Run,
+from durasim.runtime import Run, Worker, WorkflowFailed, get_run, start
+from durasim.runtime.lowlevel import (
     RunPayloads,
-    Worker,
-    WorkflowFailed,
     decode_payload,
-    get_run,
-    start,
+    importable_name,
     workflow_definition,
 )
-from durasim.runtime.lowlevel import importable_name
 from durasim.worlds import DurasimError, Event, World
 
 from ._cli_world import open_world

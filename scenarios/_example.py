@@ -32,19 +32,18 @@ from durasim.runtime import (
     Run,
     WorkflowCallError,
     WorkflowSandboxError,
-    deserialize,
 )
+from durasim.runtime.serialization import deserialize
 from durasim.sim import (
     BudgetExceeded,
     ChoiceSource,
     RunOutcome,
     SequenceChoices,
     Sim,
-    SimClock,
     SimError,
     StuckCode,
 )
-from durasim.worlds import Event, EventType, IdSource, World
+from durasim.worlds import Event, EventType, WorldFactory
 
 from ._harness import drive
 from ._seeds import ExampleConfig
@@ -55,14 +54,11 @@ __all__ = [
     "VERDICT_KINDS",
     "ExampleReport",
     "Property",
-    "StoreFactory",
     "run_example",
 ]
 
 #: ``property(outcome, log)``: falsy or raising means the example failed.
 Property = Callable[[RunOutcome, Sequence[Event]], Any]
-#: Builds a fresh World on the simulation's clock and ids (``Sim(store=...)``).
-StoreFactory = Callable[[SimClock, IdSource], World]
 
 #: Verdict kinds of a failed example, most severe first.
 VERDICT_KINDS = {
@@ -134,7 +130,7 @@ def run_example(
     workflow: Callable[..., Any],
     *,
     choices: ChoiceSource,
-    world_factory: StoreFactory | None = None,
+    world_factory: WorldFactory | None = None,
     property: Property | None = None,
     setup: Callable[[], Any] | None = None,
     determinism: bool = True,
@@ -238,7 +234,7 @@ def run_example(
 def _make_sim(
     config: ExampleConfig,
     choices: ChoiceSource,
-    world_factory: StoreFactory | None,
+    world_factory: WorldFactory | None,
     max_wall_seconds: float,
 ) -> Sim:
     return Sim(

@@ -36,9 +36,9 @@ from durasim.checkers import (
     start_replay_server,
 )
 from durasim.sim import FAULT_KINDS, FifoChoices, Sim
-from durasim.worlds import Event
+from durasim.worlds import Event, WorldFactory, check_factory
 
-from ._example import ExampleReport, Property, StoreFactory, run_example
+from ._example import ExampleReport, Property, run_example
 from ._schedulers import PCTScheduler, RandomScheduler, RecordingSource, Scheduling
 from ._script import render_script
 from ._seeds import ExampleConfig, object_ref
@@ -208,7 +208,7 @@ def _resolve_scheduler(scheduler: str | Scheduling) -> Scheduling:
 def probe(
     workflow: Callable[..., Any],
     config: ExampleConfig,
-    world_factory: StoreFactory | None,
+    world_factory: WorldFactory | None,
     setup: Callable[[], Any] | None,
     max_wall_seconds: float,
 ) -> tuple[int, int, ExampleReport, list[list[Event]]]:
@@ -271,7 +271,7 @@ def _check_fresh_process(workflow: Callable[..., Any], hash_seed: int) -> None:
 def explore(
     workflow: Callable[..., Any],
     *args: Any,
-    world_factory: StoreFactory | None = None,
+    world_factory: WorldFactory | None = None,
     faults: Sequence[str] = FAULT_KINDS,
     max_examples: int = 100,
     property: Property | None = None,
@@ -300,8 +300,10 @@ def explore(
     Args:
         workflow: a ``@workflow`` function (importable by ``module:qualname`` for
             ``durasim reproduce``); ``args`` its arguments (serializable).
-        world_factory: builds each example's store on the sim's clock and ids,
-            ``(clock, ids) -> World`` (default: a fresh in-memory World).
+        world_factory: builds each example's World, ``make(setup: WorldSetup)
+            -> World``, on the sim's clock and ids in a fresh scratch directory
+            (default: a fresh in-memory World).  Importable by
+            ``module:qualname``, ``durasim reproduce`` rebuilds it.
         faults: fault kinds to explore (``durasim.sim.FAULT_KINDS``; ``()``: none).
         max_examples: examples to generate (shrinking runs come on top).
         property: ``property(outcome, log)`` over the run's outcome and its log;
@@ -343,6 +345,8 @@ def explore(
     Returns:
         An :class:`ExploreResult` (``.ok``, ``.failure``, ``.stats``).
     """
+    if world_factory is not None:
+        check_factory(world_factory)
     chosen = _resolve_scheduler(scheduler)
     hook_pairs = tuple(hooks.items() if isinstance(hooks, Mapping) else hooks)
     faults = tuple(faults)

@@ -11,10 +11,6 @@ __all__ = ["render_script"]
 
 def _name(ref: str) -> tuple[str, str]:
     module, _, qualname = ref.partition(":")
-    if not all(part.isidentifier() for part in qualname.split(".")):
-        # Not a Python name (the conformance suite's adapter of another
-        # factory, ``stores:pkg/module:factory``): resolve it at run time.
-        return "import importlib", (f"getattr(importlib.import_module({module!r}), {qualname!r})")
     head = qualname.split(".")[0]
     return f"from {module} import {head}", qualname
 

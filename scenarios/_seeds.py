@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from durasim.runtime import deserialize, serialize
+from durasim.runtime.serialization import deserialize, serialize
 from durasim.worlds import DurasimError
 
 __all__ = ["SEED_PREFIX", "ExampleConfig", "SeedError", "object_ref", "resolve_ref"]

@@ -1,11 +1,13 @@
 """durasim.sim: the runtime in virtual time, with every World call a schedulable point.
 
-A :class:`Sim` runs the real runtime (``deliver()``, ``run_queued_step()``,
+A :class:`Sim` runs the real runtime (``Engine.handle()``, ``run_queued_step()``,
 ``resume_hook()``, ``Run.cancel()``) over any World, on a loop whose time is
 virtual, and decides at every World call which task goes next: FIFO, a seeded
 RNG, or a caller-provided choice sequence.  Scripts hold writers at chosen
 points, inject faults, and read a byte-stable trace.  See docs/simulator.md.
 """
+
+from durasim.worlds._public import publish as _publish
 
 from ._choices import (
     CHOICE_KINDS,
@@ -79,3 +81,5 @@ __all__ = [
     "simulate",
     "step_short_name",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -18,36 +18,12 @@ import attrs
 
 from durasim.worlds import Delivery, LeaseLost, Message
 from durasim.worlds._checks import check_delay, check_message, check_queue_name
-from durasim.worlds._time import IdSource, to_micros
+from durasim.worlds._memory_queue import NEVER, QueueSlot
+from durasim.worlds._time import IdSource
 
 from ._clock import SimClock
 
-__all__ = ["QueueSlot", "SimQueue"]
-
-
-@attrs.define(eq=False)
-class QueueSlot:
-    """One unacked message and its lease."""
-
-    message: Message
-    order: int
-    lease_id: str | None = None
-    #: While a live delivery holds the lease it never expires by itself.
-    lease_live: bool = False
-    lease_expires_at: int | None = None  # micros, once the lease is no longer live
-    #: ``message.available_at`` in micros (kept by the queue whenever it changes the message).
-    available: int = attrs.field(init=False)
-
-    def __attrs_post_init__(self) -> None:
-        self.available = to_micros(self.message.available_at)
-
-    def claimable_at(self) -> int:
-        """When the message may be claimed (micros), ignoring the per-run rule."""
-        if self.lease_id is not None:
-            if self.lease_live or self.lease_expires_at is None:
-                return 2**63
-            return self.lease_expires_at
-        return self.available
+__all__ = ["SimQueue"]
 
 
 class SimQueue:
@@ -186,15 +162,8 @@ class SimQueue:
         """Every slot, in enqueue order."""
         return sorted(self._slots.values(), key=lambda s: s.order)
 
-    def _busy_runs(self, now: int) -> set[str]:
-        return {
-            s.message.run_id
-            for s in self._slots.values()
-            if s.message.orchestrator
-            and s.message.run_id is not None
-            and s.lease_id is not None
-            and (s.lease_live or (s.lease_expires_at is not None and s.lease_expires_at > now))
-        }
+    def _busy_runs(self, now: int) -> set[str | None]:
+        return {s.message.run_id for s in self._slots.values() if s.gates_run(now)}
 
     def _changed(self) -> None:
         self._version += 1
@@ -244,7 +213,7 @@ class SimQueue:
         for s in self._slots.values():
             if s.message.orchestrator and s.message.run_id is not None and s.lease_id is not None:
                 if s.lease_live:
-                    opens = 2**63
+                    opens = NEVER
                 elif s.lease_expires_at is not None and s.lease_expires_at > now:
                     opens = s.lease_expires_at
                 else:
@@ -258,13 +227,13 @@ class SimQueue:
             if s.message.orchestrator and s.message.run_id in gates:  # its own lease too
                 at = max(at, gates[s.message.run_id])
             times.append(at)
-        times = [t for t in times if t < 2**63]
+        times = [t for t in times if t < NEVER]
         return min(times, default=None)
 
     def take(self, message_id: str, *, lease_seconds: float = 30.0, live: bool = True) -> Delivery:
         """Claim this message now (attempt + 1, a fresh lease)."""
         slot = self._slots[message_id]
-        slot.message = attrs.evolve(slot.message, attempt=slot.message.attempt + 1)
+        slot.set_message(attrs.evolve(slot.message, attempt=slot.message.attempt + 1))
         slot.lease_id = self._ids.new_id("lease")
         slot.lease_live = live
         expires = self._clock.micros + round(lease_seconds * 1_000_000)
@@ -303,10 +272,11 @@ class SimQueue:
     def delay(self, message_id: str, seconds: float) -> None:
         """Push a pending message's due time ``seconds`` later."""
         slot = self._slots[message_id]
-        slot.message = attrs.evolve(
-            slot.message, available_at=slot.message.available_at + timedelta(seconds=seconds)
+        slot.set_message(
+            attrs.evolve(
+                slot.message, available_at=slot.message.available_at + timedelta(seconds=seconds)
+            )
         )
-        slot.available = to_micros(slot.message.available_at)
         self._changed()
 
     def _held(self, delivery: Delivery) -> QueueSlot:
@@ -328,11 +298,12 @@ class SimQueue:
         slot.lease_id = None
         slot.lease_live = False
         slot.lease_expires_at = None
-        slot.message = attrs.evolve(
-            slot.message,
-            available_at=self._clock.now() + timedelta(seconds=check_delay(release_after)),
+        slot.set_message(
+            attrs.evolve(
+                slot.message,
+                available_at=self._clock.now() + timedelta(seconds=check_delay(release_after)),
+            )
         )
-        slot.available = to_micros(slot.message.available_at)
         self._changed()
         if self.on_change is not None:
             self.on_change()

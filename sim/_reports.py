@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from durasim.worlds import Event, Hook, Message, Run, RunStatus, Step, Wait
+from durasim.worlds import Event, HookRecord, Message, RunRecord, RunStatus, StepRecord, WaitRecord
 
 from ._scheduler import Rejection
 
@@ -112,11 +112,11 @@ class SimSnapshot:
     """A read-only view of everything the store holds, and what the simulation saw."""
 
     now: datetime
-    runs: tuple[Run, ...]
+    runs: tuple[RunRecord, ...]
     events: Mapping[str, tuple[Event, ...]]
-    steps: Mapping[str, tuple[Step, ...]]
-    hooks: Mapping[str, tuple[Hook, ...]]
-    waits: Mapping[str, tuple[Wait, ...]]
+    steps: Mapping[str, tuple[StepRecord, ...]]
+    hooks: Mapping[str, tuple[HookRecord, ...]]
+    waits: Mapping[str, tuple[WaitRecord, ...]]
     pending: tuple[Message, ...]
     rejections: tuple[Rejection, ...]
 

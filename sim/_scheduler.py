@@ -46,6 +46,7 @@ from durasim.worlds import (
     World,
     WorldError,
 )
+from durasim.worlds._memory_queue import QueueSlot
 
 from ._choices import ChoiceSource
 from ._clock import SimClock
@@ -59,7 +60,7 @@ from ._errors import (
 )
 from ._loop import SimLoop
 from ._points import EXTERNAL, ORCHESTRATOR, STEP, Match, Point, Writer, step_short_name
-from ._queue import QueueSlot, SimQueue
+from ._queue import SimQueue
 from ._trace import Trace
 from ._world import ACTOR, Actor, SimWorld
 

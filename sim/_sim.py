@@ -9,9 +9,11 @@ run by :meth:`Sim.run_sync` (or :func:`simulate`) on the simulation's loop.
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
+from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -25,6 +27,9 @@ from durasim.worlds import (
     MemoryWorld,
     Message,
     World,
+    WorldFactory,
+    WorldSetup,
+    check_factory,
 )
 from durasim.worlds._time import CountingIds
 
@@ -40,8 +45,6 @@ from ._world import Actor, SimWorld
 __all__ = ["DeferredCommit", "Hold", "Sim", "WriterHandle", "simulate"]
 
 T = TypeVar("T")
-#: Builds the store on the simulation's clock and ids: ``factory(clock, ids) -> World``.
-StoreFactory = Callable[[SimClock, IdSource], World]
 #: Selects queued messages: a message id, a predicate, or ``None`` (the oldest pending).
 Select = str | Callable[[Message], bool] | None
 
@@ -193,9 +196,10 @@ class Sim:
 
     Args:
         store: the World to store into: ``None`` (a :class:`MemoryWorld` on the
-            simulation's clock and counting ids), a factory ``(clock, ids) ->
-            World`` (e.g. a SQLiteWorld on the virtual clock), or a World built
-            on ``clock``.
+            simulation's clock and counting ids), a factory ``make(setup:
+            WorldSetup) -> World`` (called with the simulation's clock and ids
+            and a scratch directory removed after the run; e.g. a SQLiteWorld
+            in it), or a World built on ``clock``.
         seed: seeds the random choice source (used when ``choices`` is None).
         choices: a :class:`ChoiceSource`, a sequence of ints, or a callable
             ``f(n) -> int`` (e.g. Hypothesis data); overrides ``seed``.
@@ -215,7 +219,7 @@ class Sim:
 
     def __init__(
         self,
-        store: World | StoreFactory | None = None,
+        store: World | WorldFactory | None = None,
         *,
         seed: int | None = 0,
         choices: ChoiceSource | Iterable[int] | Callable[[int], int] | None = None,
@@ -233,12 +237,16 @@ class Sim:
         self.clock = clock or SimClock()
         ids = ids or CountingIds()
         self._owns_store = not _is_world(store)
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
         if store is None:
             built: World = MemoryWorld(clock=self.clock, ids=ids)
         elif _is_world(store):
             built = store  # type: ignore[assignment]
         else:
-            built = store(self.clock, ids)  # type: ignore[operator]
+            make = check_factory(store)  # type: ignore[arg-type]
+            self._scratch = tempfile.TemporaryDirectory(prefix="durasim-sim-")
+            setup = WorldSetup(clock=self.clock, ids=ids, directory=Path(self._scratch.name))
+            built = make(setup)
         self.store = built
         self._core = Scheduler(
             built,
@@ -286,6 +294,8 @@ class Sim:
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
                 loop.close()
+                if self._scratch is not None:
+                    self._scratch.cleanup()
 
     async def _main(self, script: Callable[[Sim], Coroutine[Any, Any, T]]) -> T:
         try:

@@ -12,15 +12,14 @@ import asyncio
 import importlib
 import inspect
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _postgres_support import build_postgres, drop_schemas, require_postgres
 from hypothesis import HealthCheck, settings
 
-from durasim.checkers import WorldSetup
-from durasim.worlds import CountingIds, FixedClock, MemoryWorld, World
+from durasim.worlds import CountingIds, FixedClock, MemoryWorld, World, WorldFactory, WorldSetup
 
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile(
@@ -33,40 +32,13 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
-#: Builds a fresh World on the given clock: ``factory(clock) -> World``.
-WorldFactory = Callable[[FixedClock], World]
-
 WORLD_KINDS = ["memory", "sqlite", "postgres"]
 
 
-def make_factory(kind: str, directory: Path) -> WorldFactory:
-    """A factory of fresh Worlds of ``kind``, each in its own file under ``directory``."""
-    counter = iter(range(1_000_000))
+def factory_of(kind: str) -> WorldFactory:
+    """``make(setup) -> World`` of ``kind`` (memory, sqlite or postgres)."""
 
-    def build(clock: FixedClock) -> World:
-        if kind == "memory":
-            return MemoryWorld(clock=clock, ids=CountingIds())
-        if kind == "postgres":
-            return build_postgres(clock)
-        from durasim.worlds import SQLiteWorld
-
-        return SQLiteWorld(directory / f"world-{next(counter)}.db", clock=clock, ids=CountingIds())
-
-    return build
-
-
-@pytest.fixture(params=WORLD_KINDS)
-def world_factory(request: pytest.FixtureRequest, tmp_path: Path) -> WorldFactory:
-    """One factory per World kind; the contract tests run once against each."""
-    if request.param == "postgres":
-        require_postgres()  # skip (or fail under DURASIM_REQUIRE_PG=1) before the test
-    return make_factory(request.param, tmp_path)
-
-
-def _setup_factory(kind: str) -> Callable[[WorldSetup], World]:
-    """``factory(setup) -> World`` of ``kind``: the form the conformance suite takes."""
-
-    def build(setup: WorldSetup) -> World:
+    def make(setup: WorldSetup) -> World:
         options = {"max_deliveries": setup.max_deliveries}
         if kind == "memory":
             return MemoryWorld(clock=setup.clock, ids=setup.ids, **options)
@@ -78,15 +50,16 @@ def _setup_factory(kind: str) -> Callable[[WorldSetup], World]:
             setup.directory / "world.db", clock=setup.clock, ids=setup.ids, **options
         )
 
-    return build
+    return make
 
 
 @pytest.fixture(params=WORLD_KINDS)
-def durasim_world_factory(request: pytest.FixtureRequest) -> Callable[[WorldSetup], World]:
-    """The shipped contract tests (durasim.scenarios.conformance) on every World kind."""
+def durasim_world_factory(request: pytest.FixtureRequest) -> WorldFactory:
+    """One factory per World kind: the contract tests here and the shipped ones
+    (durasim.scenarios.conformance) run once against each."""
     if request.param == "postgres":
-        require_postgres()
-    return _setup_factory(request.param)
+        require_postgres()  # skip (or fail under DURASIM_REQUIRE_PG=1) before the test
+    return factory_of(request.param)
 
 
 @pytest.fixture(autouse=True)
@@ -154,9 +127,13 @@ def clock() -> FixedClock:
 
 
 @pytest.fixture
-def world(world_factory: WorldFactory, clock: FixedClock) -> Iterator[World]:
+def world(
+    durasim_world_factory: WorldFactory, clock: FixedClock, tmp_path: Path
+) -> Iterator[World]:
     """A fresh World of each kind on the test's clock."""
-    built = world_factory(clock)
+    directory = tmp_path / "durasim-world"  # the test's own files stay apart
+    directory.mkdir()
+    built = durasim_world_factory(WorldSetup(clock=clock, ids=CountingIds(), directory=directory))
     yield built
     asyncio.run(built.close())
 

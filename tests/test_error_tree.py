@@ -73,7 +73,7 @@ def test_control_flow_signals_say_so() -> None:
 
 def test_seed_and_factory_errors_keep_their_builtin() -> None:
     from durasim.scenarios import SeedError
-    from durasim.scenarios.conformance import FactoryError
+    from durasim.worlds import FactoryError
 
     for cls in (SeedError, FactoryError):
         assert issubclass(cls, DurasimError)

@@ -41,6 +41,7 @@ def test_importing_the_plugin_imports_almost_nothing() -> None:
     assert found == [
         "durasim",
         "durasim.scenarios",
+        "durasim.scenarios._lazy",
         "durasim.scenarios.conformance",
         PLUGIN,
     ]

@@ -7,6 +7,8 @@ docs/protocol.md is the normative contract; :mod:`durasim.worlds` gives:
 * the contract as protocols (:class:`World` and its facets), value types and errors;
 * the reference fold and guards every World reuses (:func:`fold_log`, :func:`plan_write`);
 * :class:`MemoryWorld` (the reference) and :class:`SQLiteWorld` (the embedded default);
+* the one factory shape everything that builds Worlds takes,
+  ``make(setup: WorldSetup) -> World`` (:class:`WorldSetup`, :func:`check_factory`);
 * :class:`PostgresWorld` (many workers on many machines), imported on first use
   because it needs the optional ``psycopg`` (``pip install 'durasim[postgres]'``).
 """
@@ -21,17 +23,17 @@ from ._entities import (
     Delivery,
     EventPage,
     EventResult,
-    Hook,
+    HookRecord,
     HookStatus,
     Message,
-    Run,
     RunPage,
+    RunRecord,
     RunStatus,
     Snapshot,
-    Step,
+    StepRecord,
     StepStatus,
     StreamInfo,
-    Wait,
+    WaitRecord,
     WaitStatus,
 )
 from ._errors import (
@@ -73,6 +75,7 @@ from ._protocol import (
     WaitsFacet,
     World,
 )
+from ._setup import FactoryError, WorldFactory, WorldSetup, check_factory
 from ._sqlite import SQLiteWorld
 from ._time import (
     EPOCH,
@@ -87,6 +90,8 @@ from ._time import (
 
 if TYPE_CHECKING:
     from ._postgres import PostgresWorld
+
+from ._public import publish as _publish
 
 __all__ = [
     "BATCH_FORBIDDEN",
@@ -109,10 +114,11 @@ __all__ = [
     "EventResult",
     "EventType",
     "EventsFacet",
+    "FactoryError",
     "FixedClock",
     "FoldedRun",
-    "Hook",
     "HookNotFound",
+    "HookRecord",
     "HookStatus",
     "HooksFacet",
     "IdSource",
@@ -126,18 +132,18 @@ __all__ = [
     "PostgresWorld",
     "QueueFacet",
     "RandomIds",
-    "Run",
     "RunExpired",
     "RunNotFound",
     "RunPage",
+    "RunRecord",
     "RunStatus",
     "RunsFacet",
     "SQLiteWorld",
     "Snapshot",
     "StaleView",
     "StateView",
-    "Step",
     "StepNotFound",
+    "StepRecord",
     "StepStatus",
     "StepsFacet",
     "StreamClosed",
@@ -145,12 +151,15 @@ __all__ = [
     "StreamsFacet",
     "SystemClock",
     "TooEarly",
-    "Wait",
     "WaitNotFound",
+    "WaitRecord",
     "WaitStatus",
     "WaitsFacet",
     "World",
     "WorldError",
+    "WorldFactory",
+    "WorldSetup",
+    "check_factory",
     "fold_log",
     "housekeeping",
     "plan_batch",
@@ -158,16 +167,21 @@ __all__ = [
     "validate_request",
 ]
 
+_publish(__name__, globals(), __all__)
 
-def __getattr__(name: str) -> Any:
-    """Import :class:`PostgresWorld` on first use: psycopg is an optional dependency."""
-    if name == "PostgresWorld":
-        try:
-            from ._postgres import PostgresWorld  # noqa: PLC0415 -- psycopg is optional
-        except ImportError as exc:
-            raise ImportError(
-                f"PostgresWorld needs psycopg 3 and psycopg-pool ({exc}): "
-                "pip install 'durasim[postgres]'"
-            ) from exc
-        return PostgresWorld
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+if not TYPE_CHECKING:  # static tools see PostgresWorld above, and no catch-all attribute
+
+    def __getattr__(name: str) -> Any:
+        """Import :class:`PostgresWorld` on first use: psycopg is an optional dependency."""
+        if name == "PostgresWorld":
+            try:
+                from ._postgres import PostgresWorld  # noqa: PLC0415 -- psycopg is optional
+            except ImportError as exc:
+                raise ImportError(
+                    f"PostgresWorld needs psycopg 3 and psycopg-pool ({exc}): "
+                    "pip install 'durasim[postgres]'"
+                ) from exc
+            _publish(__name__, {name: PostgresWorld}, [name])
+            return PostgresWorld
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

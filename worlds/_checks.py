@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from ._entities import Run, RunStatus
+from ._entities import RunRecord, RunStatus
 from ._errors import InvalidRequest
 from ._events import EventRequest, check_run_id, validate_request
 from ._time import to_micros
@@ -63,12 +63,12 @@ def normalize_statuses(
         ) from None
 
 
-def run_sort_key(run: Run) -> tuple[int, str]:
+def run_sort_key(run: RunRecord) -> tuple[int, str]:
     """Runs list newest first: descending by this key."""
     return (to_micros(run.created_at), run.run_id)
 
 
-def encode_run_cursor(run: Run) -> str:
+def encode_run_cursor(run: RunRecord) -> str:
     """An opaque cursor pointing just past ``run`` in newest-first order."""
     micros, run_id = run_sort_key(run)
     return f"{micros}|{run_id}"

@@ -1,8 +1,11 @@
 """Entities (folds of the log) and the value types Worlds hand back.
 
 Runs, steps, hooks and waits are never written directly: each is the fold of
-its run's log (docs/protocol.md §3).  Every type here is a frozen ``attrs``
-value, so a caller can never change what a World stores.
+its run's log (docs/protocol.md §3), handed back as a *record*
+(:class:`RunRecord`, :class:`StepRecord`, :class:`HookRecord`,
+:class:`WaitRecord`; the runtime's live :class:`~durasim.runtime.Run` and
+:class:`~durasim.runtime.Hook` are handles, another concept).  Every type here
+is a frozen ``attrs`` value, so a caller can never change what a World stores.
 """
 
 from __future__ import annotations
@@ -24,17 +27,17 @@ __all__ = [
     "Delivery",
     "EventPage",
     "EventResult",
-    "Hook",
+    "HookRecord",
     "HookStatus",
     "Message",
-    "Run",
     "RunPage",
+    "RunRecord",
     "RunStatus",
     "Snapshot",
-    "Step",
+    "StepRecord",
     "StepStatus",
     "StreamInfo",
-    "Wait",
+    "WaitRecord",
     "WaitStatus",
 ]
 
@@ -95,7 +98,7 @@ _E = TypeVar("_E")
 
 
 @attrs.frozen(kw_only=True)
-class Run:
+class RunRecord:
     """A workflow run: the fold of its run events and attribute changes."""
 
     run_id: str
@@ -116,7 +119,7 @@ class Run:
 
 
 @attrs.frozen(kw_only=True)
-class Step:
+class StepRecord:
     """A step of a run.  ``attempt`` is the number of ``step_started`` events."""
 
     run_id: str
@@ -136,7 +139,7 @@ class Step:
 
 
 @attrs.frozen(kw_only=True)
-class Hook:
+class HookRecord:
     """A hook: a token the outside world resumes the run with."""
 
     run_id: str
@@ -151,7 +154,7 @@ class Hook:
 
 
 @attrs.frozen(kw_only=True)
-class Wait:
+class WaitRecord:
     """A durable sleep: due at ``resume_at``, completed by ``wait_completed``."""
 
     run_id: str
@@ -206,10 +209,10 @@ class EventResult:
     """
 
     event: Event | None
-    run: Run
-    step: Step | None = None
-    hook: Hook | None = None
-    wait: Wait | None = None
+    run: RunRecord
+    step: StepRecord | None = None
+    hook: HookRecord | None = None
+    wait: WaitRecord | None = None
     unseen: tuple[Event, ...] = ()
     allocated: int = 0
 
@@ -219,7 +222,7 @@ class BatchResult:
     """The answer to ``create_batch``: every event at consecutive positions."""
 
     events: tuple[Event, ...]
-    run: Run
+    run: RunRecord
     unseen: tuple[Event, ...] = ()
 
     @property
@@ -232,7 +235,7 @@ class BatchResult:
 class RunPage:
     """A page of runs, newest first; pass ``cursor`` back for the next page."""
 
-    runs: tuple[Run, ...]
+    runs: tuple[RunRecord, ...]
     cursor: str | None
 
 

@@ -15,13 +15,13 @@ from datetime import datetime
 import attrs
 
 from ._entities import (
-    Hook,
+    HookRecord,
     HookStatus,
-    Run,
+    RunRecord,
     RunStatus,
-    Step,
+    StepRecord,
     StepStatus,
-    Wait,
+    WaitRecord,
     WaitStatus,
     evolve,
 )
@@ -44,18 +44,18 @@ _TERMINAL_STATUS = {
 class FoldedRun:
     """Every entity of one run, derived from its log alone."""
 
-    run: Run | None = None
-    steps: dict[str, Step] = attrs.field(factory=dict)
-    hooks: dict[str, Hook] = attrs.field(factory=dict)
-    waits: dict[str, Wait] = attrs.field(factory=dict)
+    run: RunRecord | None = None
+    steps: dict[str, StepRecord] = attrs.field(factory=dict)
+    hooks: dict[str, HookRecord] = attrs.field(factory=dict)
+    waits: dict[str, WaitRecord] = attrs.field(factory=dict)
     seq: int = 0
     seq_in_band: int = 0
     resume_ids: dict[str, Event] = attrs.field(factory=dict)
 
 
 def _release(
-    hooks: Iterable[Hook], waits: Iterable[Wait], at: datetime
-) -> tuple[list[Hook], list[Wait]]:
+    hooks: Iterable[HookRecord], waits: Iterable[WaitRecord], at: datetime
+) -> tuple[list[HookRecord], list[WaitRecord]]:
     released_hooks = [
         evolve(h, status=HookStatus.RELEASED, updated_at=at)
         for h in hooks
@@ -72,13 +72,13 @@ def _release(
 def apply(
     event: Event,
     *,
-    run: Run | None,
-    step: Step | None = None,
-    hook: Hook | None = None,
-    wait: Wait | None = None,
-    active_hooks: Iterable[Hook] = (),
-    waiting_waits: Iterable[Wait] = (),
-) -> tuple[Run | None, list[Step], list[Hook], list[Wait]]:
+    run: RunRecord | None,
+    step: StepRecord | None = None,
+    hook: HookRecord | None = None,
+    wait: WaitRecord | None = None,
+    active_hooks: Iterable[HookRecord] = (),
+    waiting_waits: Iterable[WaitRecord] = (),
+) -> tuple[RunRecord | None, list[StepRecord], list[HookRecord], list[WaitRecord]]:
     """Fold one event into the entities it concerns; return the changed rows.
 
     ``step``/``hook``/``wait`` is the entity named by the event's correlation id
@@ -91,7 +91,7 @@ def apply(
     kind = event.type
     if kind is T.RUN_CREATED:
         attributes = {k: v for k, v in data.get("attributes", ()) if v is not None}
-        created = Run(
+        created = RunRecord(
             run_id=event.run_id,
             workflow_name=data["workflow_name"],
             status=RunStatus.PENDING,
@@ -148,7 +148,7 @@ def apply(
         if step is not None:
             return run, [], [], []
         assert cid is not None
-        created_step = Step(
+        created_step = StepRecord(
             run_id=run.run_id,
             step_id=cid,
             step_name=data["step_name"],
@@ -209,7 +209,7 @@ def apply(
         if hook is not None:
             return run, [], [], []
         assert cid is not None
-        created_hook = Hook(
+        created_hook = HookRecord(
             run_id=run.run_id,
             hook_id=cid,
             token=data["token"],
@@ -237,7 +237,7 @@ def apply(
         if wait is not None:
             return run, [], [], []
         assert cid is not None
-        created_wait = Wait(
+        created_wait = WaitRecord(
             run_id=run.run_id,
             wait_id=cid,
             status=WaitStatus.WAITING,

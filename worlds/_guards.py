@@ -20,14 +20,14 @@ import attrs
 
 from ._entities import (
     EventResult,
-    Hook,
+    HookRecord,
     HookStatus,
-    Run,
+    RunRecord,
     RunStatus,
     Snapshot,
-    Step,
+    StepRecord,
     StepStatus,
-    Wait,
+    WaitRecord,
     WaitStatus,
 )
 from ._errors import (
@@ -95,7 +95,7 @@ class StateView(Protocol):
     correlation id within the run; tokens are global across runs.
     """
 
-    def run(self) -> Run | None:
+    def run(self) -> RunRecord | None:
         """The run, or ``None`` if it does not exist."""
         ...
 
@@ -103,7 +103,7 @@ class StateView(Protocol):
         """The run's ``seq`` and ``seq_in_band`` (0, 0 before creation)."""
         ...
 
-    def step(self, step_id: str) -> Step | None:
+    def step(self, step_id: str) -> StepRecord | None:
         """The run's step with this id."""
         ...
 
@@ -111,15 +111,15 @@ class StateView(Protocol):
         """Whether the run has a step with this id (cheaper than :meth:`step`)."""
         ...
 
-    def hook(self, hook_id: str) -> Hook | None:
+    def hook(self, hook_id: str) -> HookRecord | None:
         """The run's hook with this id, in any status."""
         ...
 
-    def live_hook_by_token(self, token: str) -> Hook | None:
+    def live_hook_by_token(self, token: str) -> HookRecord | None:
         """The active hook holding ``token`` in ANY run, if one does."""
         ...
 
-    def wait(self, wait_id: str) -> Wait | None:
+    def wait(self, wait_id: str) -> WaitRecord | None:
         """The run's wait with this id."""
         ...
 
@@ -127,11 +127,11 @@ class StateView(Protocol):
         """The run's ``hook_received`` event carrying ``resume_id``, if any."""
         ...
 
-    def active_hooks(self) -> Sequence[Hook]:
+    def active_hooks(self) -> Sequence[HookRecord]:
         """The run's hooks with status active."""
         ...
 
-    def waiting_waits(self) -> Sequence[Wait]:
+    def waiting_waits(self) -> Sequence[WaitRecord]:
         """The run's waits with status waiting."""
         ...
 
@@ -146,15 +146,15 @@ class Plan:
     ``run_started``, a repeated ``run_cancelled``).
     """
 
-    run: Run
+    run: RunRecord
     before: Snapshot
     after: Snapshot
     events: list[Event] = attrs.field(factory=list)
-    steps: dict[str, Step] = attrs.field(factory=dict)
-    hooks: dict[str, Hook] = attrs.field(factory=dict)
-    waits: dict[str, Wait] = attrs.field(factory=dict)
+    steps: dict[str, StepRecord] = attrs.field(factory=dict)
+    hooks: dict[str, HookRecord] = attrs.field(factory=dict)
+    waits: dict[str, WaitRecord] = attrs.field(factory=dict)
     canonical: Event | None = None
-    touched: Step | Hook | Wait | None = None
+    touched: StepRecord | HookRecord | WaitRecord | None = None
 
     def result(self, unseen: tuple[Event, ...]) -> EventResult:
         """The answer to the single write this plan decided."""
@@ -162,9 +162,9 @@ class Plan:
         return EventResult(
             event=self.events[0] if self.events else self.canonical,
             run=self.run,
-            step=touched if isinstance(touched, Step) else None,
-            hook=touched if isinstance(touched, Hook) else None,
-            wait=touched if isinstance(touched, Wait) else None,
+            step=touched if isinstance(touched, StepRecord) else None,
+            hook=touched if isinstance(touched, HookRecord) else None,
+            wait=touched if isinstance(touched, WaitRecord) else None,
             unseen=unseen,
             allocated=len(self.events),
         )
@@ -177,30 +177,30 @@ class _Overlay:
         self.base = base
         self.plan = plan
 
-    def step(self, step_id: str) -> Step | None:
+    def step(self, step_id: str) -> StepRecord | None:
         return self.plan.steps.get(step_id) or self.base.step(step_id)
 
     def has_step(self, step_id: str) -> bool:
         return step_id in self.plan.steps or self.base.has_step(step_id)
 
-    def hook(self, hook_id: str) -> Hook | None:
+    def hook(self, hook_id: str) -> HookRecord | None:
         return self.plan.hooks.get(hook_id) or self.base.hook(hook_id)
 
-    def wait(self, wait_id: str) -> Wait | None:
+    def wait(self, wait_id: str) -> WaitRecord | None:
         return self.plan.waits.get(wait_id) or self.base.wait(wait_id)
 
-    def live_hook_by_token(self, token: str) -> Hook | None:
+    def live_hook_by_token(self, token: str) -> HookRecord | None:
         for h in self.plan.hooks.values():
             if h.token == token:
                 return h if h.status is HookStatus.ACTIVE else None
         return self.base.live_hook_by_token(token)
 
-    def active_hooks(self) -> list[Hook]:
+    def active_hooks(self) -> list[HookRecord]:
         merged = {h.hook_id: h for h in self.base.active_hooks()}
         merged.update(self.plan.hooks)
         return [h for h in merged.values() if h.status is HookStatus.ACTIVE]
 
-    def waiting_waits(self) -> list[Wait]:
+    def waiting_waits(self) -> list[WaitRecord]:
         merged = {w.wait_id: w for w in self.base.waiting_waits()}
         merged.update(self.plan.waits)
         return [w for w in merged.values() if w.status is WaitStatus.WAITING]
@@ -240,7 +240,7 @@ def _check_fence(
         )
 
 
-def _refuse_on_terminal_run(run: Run, request: EventRequest) -> None:
+def _refuse_on_terminal_run(run: RunRecord, request: EventRequest) -> None:
     kind = request.type
     label = f"run {run.run_id!r} is {run.status.value}"
     if kind is T.RUN_STARTED:
@@ -460,7 +460,9 @@ def _plan_one(
         plan.touched = waits[0]
 
 
-def plan_create_run(run_id: str, request: EventRequest, at: datetime, existing: Run | None) -> Plan:
+def plan_create_run(
+    run_id: str, request: EventRequest, at: datetime, existing: RunRecord | None
+) -> Plan:
     """Plan a ``run_created``: refused if the run exists; position 1, in-band."""
     if existing is not None:
         raise EntityConflict(

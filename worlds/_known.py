@@ -13,7 +13,7 @@ first.
 
 from __future__ import annotations
 
-from ._entities import Run, Snapshot, Step
+from ._entities import RunRecord, Snapshot, StepRecord
 from ._guards import Plan
 
 __all__ = ["KnownRuns"]
@@ -25,14 +25,14 @@ class KnownRuns:
     def __init__(self, *, runs: int, step_runs: int) -> None:
         self._max_runs = runs
         self._max_step_runs = step_runs
-        self._runs: dict[str, tuple[Run, Snapshot]] = {}
-        self._steps: dict[str, dict[str, Step]] = {}
+        self._runs: dict[str, tuple[RunRecord, Snapshot]] = {}
+        self._steps: dict[str, dict[str, StepRecord]] = {}
 
-    def run(self, run_id: str) -> tuple[Run, Snapshot] | None:
+    def run(self, run_id: str) -> tuple[RunRecord, Snapshot] | None:
         """The run and its counters as last written here, if remembered."""
         return self._runs.get(run_id)
 
-    def steps(self, run_id: str) -> dict[str, Step] | None:
+    def steps(self, run_id: str) -> dict[str, StepRecord] | None:
         """The run's unfinished steps as of :meth:`run`'s counters (``None``: none kept)."""
         return self._steps.get(run_id)
 

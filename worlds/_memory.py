@@ -26,15 +26,15 @@ from ._entities import (
     Capabilities,
     EventPage,
     EventResult,
-    Hook,
+    HookRecord,
     HookStatus,
     Message,
-    Run,
     RunPage,
+    RunRecord,
     RunStatus,
     Snapshot,
-    Step,
-    Wait,
+    StepRecord,
+    WaitRecord,
     WaitStatus,
 )
 from ._errors import (
@@ -72,7 +72,7 @@ class _View:
         self._world = world
         self._record = record
 
-    def run(self) -> Run | None:
+    def run(self) -> RunRecord | None:
         return self._record.state.run if self._record else None
 
     def counters(self) -> Snapshot:
@@ -80,19 +80,19 @@ class _View:
             return Snapshot(seq=0, seq_in_band=0)
         return Snapshot(seq=self._record.state.seq, seq_in_band=self._record.state.seq_in_band)
 
-    def step(self, step_id: str) -> Step | None:
+    def step(self, step_id: str) -> StepRecord | None:
         return self._record.state.steps.get(step_id) if self._record else None
 
     def has_step(self, step_id: str) -> bool:
         return self._record is not None and step_id in self._record.state.steps
 
-    def hook(self, hook_id: str) -> Hook | None:
+    def hook(self, hook_id: str) -> HookRecord | None:
         return self._record.state.hooks.get(hook_id) if self._record else None
 
-    def wait(self, wait_id: str) -> Wait | None:
+    def wait(self, wait_id: str) -> WaitRecord | None:
         return self._record.state.waits.get(wait_id) if self._record else None
 
-    def live_hook_by_token(self, token: str) -> Hook | None:
+    def live_hook_by_token(self, token: str) -> HookRecord | None:
         owner = self._world._tokens.get(token)
         if owner is None:
             return None
@@ -101,12 +101,12 @@ class _View:
     def received_by_resume_id(self, resume_id: str) -> Event | None:
         return self._record.state.resume_ids.get(resume_id) if self._record else None
 
-    def active_hooks(self) -> list[Hook]:
+    def active_hooks(self) -> list[HookRecord]:
         if self._record is None:
             return []
         return [h for h in self._record.state.hooks.values() if h.status is HookStatus.ACTIVE]
 
-    def waiting_waits(self) -> list[Wait]:
+    def waiting_waits(self) -> list[WaitRecord]:
         if self._record is None:
             return []
         return [w for w in self._record.state.waits.values() if w.status is WaitStatus.WAITING]
@@ -222,7 +222,7 @@ class _Facet:
 
 
 class _Runs(_Facet):
-    async def get(self, run_id: str) -> Run:
+    async def get(self, run_id: str) -> RunRecord:
         run = self._w._record(run_id).state.run
         assert run is not None
         return run
@@ -243,7 +243,7 @@ class _Runs(_Facet):
             key=run_sort_key,
             reverse=True,
         )
-        picked: list[Run] = []
+        picked: list[RunRecord] = []
         for run in runs:
             if after is not None and run_sort_key(run) >= after:
                 continue
@@ -260,24 +260,24 @@ class _Runs(_Facet):
 
 
 class _Steps(_Facet):
-    async def get(self, run_id: str, step_id: str) -> Step:
+    async def get(self, run_id: str, step_id: str) -> StepRecord:
         step = self._w._record(run_id).state.steps.get(step_id)
         if step is None:
             raise StepNotFound(f"run {run_id!r} has no step {step_id!r}", run_id=run_id)
         return step
 
-    async def list(self, run_id: str) -> tuple[Step, ...]:
+    async def list(self, run_id: str) -> tuple[StepRecord, ...]:
         return tuple(self._w._record(run_id).state.steps.values())
 
 
 class _Hooks(_Facet):
-    async def get(self, run_id: str, hook_id: str) -> Hook:
+    async def get(self, run_id: str, hook_id: str) -> HookRecord:
         hook = self._w._record(run_id).state.hooks.get(hook_id)
         if hook is None:
             raise HookNotFound(f"run {run_id!r} has no hook {hook_id!r}", run_id=run_id)
         return hook
 
-    async def get_by_token(self, token: str) -> Hook:
+    async def get_by_token(self, token: str) -> HookRecord:
         owner = self._w._tokens.get(token) if isinstance(token, str) else None
         if owner is None:
             raise HookNotFound(
@@ -286,18 +286,18 @@ class _Hooks(_Facet):
             )
         return self._w._runs[owner[0]].state.hooks[owner[1]]
 
-    async def list(self, run_id: str) -> tuple[Hook, ...]:
+    async def list(self, run_id: str) -> tuple[HookRecord, ...]:
         return tuple(self._w._record(run_id).state.hooks.values())
 
 
 class _Waits(_Facet):
-    async def get(self, run_id: str, wait_id: str) -> Wait:
+    async def get(self, run_id: str, wait_id: str) -> WaitRecord:
         wait = self._w._record(run_id).state.waits.get(wait_id)
         if wait is None:
             raise WaitNotFound(f"run {run_id!r} has no wait {wait_id!r}", run_id=run_id)
         return wait
 
-    async def list(self, run_id: str) -> tuple[Wait, ...]:
+    async def list(self, run_id: str) -> tuple[WaitRecord, ...]:
         return tuple(self._w._record(run_id).state.waits.values())
 
 

@@ -20,6 +20,7 @@ from ._checks import (
 from ._entities import Chunk, ChunkPage, Delivery, Message, StreamInfo
 from ._errors import LeaseLost, StreamClosed
 from ._events import check_stream_name
+from ._time import from_micros, to_micros
 
 #: Queue updates may come from a worker's heartbeat thread too (lease renewals).  One
 #: lock for every MemoryWorld: a World stays picklable, and holders never wait long.
@@ -28,20 +29,66 @@ _QUEUE_LOCK = threading.Lock()
 if TYPE_CHECKING:
     from ._memory import MemoryWorld
 
-__all__ = ["MemoryLeaseRenewer", "MemoryQueue", "MemoryStreams", "QueueSlot", "StreamBuffer"]
+__all__ = [
+    "NEVER",
+    "MemoryLeaseRenewer",
+    "MemoryQueue",
+    "MemoryStreams",
+    "QueueSlot",
+    "StreamBuffer",
+]
 
 
-@attrs.define
+#: ``claimable_at()`` of a slot whose lease never expires by itself: never.
+NEVER = 2**63
+
+
+@attrs.define(eq=False)
 class QueueSlot:
+    """One unacked message of an in-memory queue and its lease.
+
+    Shared by :class:`MemoryQueue` and the simulator's queue.  Times are
+    microseconds since the Unix epoch (the simulator asks for due slots at every
+    World call; integers compare fast).
+    """
+
     message: Message
     order: int
     lease_id: str | None = None
-    lease_expires_at: datetime | None = None
+    #: When the lease ends (micros); ``None`` while leased: it does not end by itself.
+    lease_expires_at: int | None = None
+    #: Held by a live simulated delivery, which renews it for free: the run stays
+    #: gated while it lives (only the simulator's queue sets this).
+    lease_live: bool = False
+    #: ``message.available_at`` in micros (kept by the queue whenever it changes the message).
+    available: int = attrs.field(init=False)
 
-    def claimable_at(self) -> datetime:
-        if self.lease_expires_at is not None:
+    def __attrs_post_init__(self) -> None:
+        self.available = to_micros(self.message.available_at)
+
+    def set_message(self, message: Message) -> None:
+        """Replace the message (a new attempt or due time), keeping ``available`` true."""
+        self.message = message
+        self.available = to_micros(message.available_at)
+
+    def claimable_at(self) -> int:
+        """When the message may be claimed (micros), ignoring the one-delivery-per-run rule."""
+        if self.lease_id is not None:
+            if self.lease_live or self.lease_expires_at is None:
+                return NEVER
             return self.lease_expires_at
-        return self.message.available_at
+        return self.available
+
+    def gates_run(self, now: int) -> bool:
+        """Whether this slot's lease keeps its run's other orchestrator messages waiting."""
+        return (
+            self.message.orchestrator
+            and self.lease_id is not None
+            and (
+                self.lease_live
+                or (self.lease_expires_at is not None and self.lease_expires_at > now)
+            )
+        )
 
 
 @attrs.define
@@ -95,14 +142,9 @@ class MemoryQueue(_Facet):
         with _QUEUE_LOCK:  # a heartbeat thread may extend meanwhile
             w = self._w
             lease = check_delay(lease_seconds, what="lease_seconds")
-            now = w._clock.now()
-            busy = {
-                s.message.run_id
-                for s in w._queue.values()
-                if s.message.orchestrator
-                and s.lease_expires_at is not None
-                and s.lease_expires_at > now
-            }
+            moment = w._clock.now()
+            now = to_micros(moment)
+            busy = {s.message.run_id for s in w._queue.values() if s.gates_run(now)}
             due = sorted(
                 (
                     s
@@ -119,12 +161,11 @@ class MemoryQueue(_Facet):
                     self._dead_letter(slot)
                     continue
                 message = attrs.evolve(message, attempt=message.attempt + 1)
-                slot.message = message
+                slot.set_message(message)
                 slot.lease_id = w._ids.new_id("lease")
-                slot.lease_expires_at = now + timedelta(seconds=lease)
-                return Delivery(
-                    message=message, lease_id=slot.lease_id, lease_expires_at=slot.lease_expires_at
-                )
+                expires = moment + timedelta(seconds=lease)
+                slot.lease_expires_at = to_micros(expires)
+                return Delivery(message=message, lease_id=slot.lease_id, lease_expires_at=expires)
             return None
 
     def _dead_letter(self, slot: QueueSlot) -> None:
@@ -157,16 +198,19 @@ class MemoryQueue(_Facet):
             delay = check_delay(delay)
             slot.lease_id = None
             slot.lease_expires_at = None
-            slot.message = attrs.evolve(
-                slot.message, available_at=self._w._clock.now() + timedelta(seconds=delay)
+            slot.set_message(
+                attrs.evolve(
+                    slot.message, available_at=self._w._clock.now() + timedelta(seconds=delay)
+                )
             )
 
     async def extend(self, delivery: Delivery, *, lease_seconds: float) -> Delivery:
         with _QUEUE_LOCK:  # a heartbeat thread may extend meanwhile
             slot = self._held(delivery)
             lease = check_delay(lease_seconds, what="lease_seconds")
-            slot.lease_expires_at = self._w._clock.now() + timedelta(seconds=lease)
-            return attrs.evolve(delivery, lease_expires_at=slot.lease_expires_at)
+            expires = self._w._clock.now() + timedelta(seconds=lease)
+            slot.lease_expires_at = to_micros(expires)
+            return attrs.evolve(delivery, lease_expires_at=expires)
 
     def lease_renewer(self) -> MemoryLeaseRenewer:
         """An extender for another thread (the World's state is updated under its lock)."""
@@ -178,7 +222,7 @@ class MemoryQueue(_Facet):
             for s in self._w._queue.values()
             if s.message.queue_name.startswith(queue_prefix)
         ]
-        return min(times, default=None)
+        return None if not times else from_micros(min(times))
 
     async def messages(self) -> tuple[Message, ...]:
         slots = sorted(self._w._queue.values(), key=lambda s: s.order)

@@ -52,7 +52,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import _postgres_codec as codec
 from . import _postgres_schema as schema_mod
-from ._entities import Capabilities, Run, Snapshot
+from ._entities import Capabilities, RunRecord, Snapshot
 from ._errors import InvalidRequest, RunNotFound, WorldError
 from ._events import check_run_id
 from ._fold import fold_log
@@ -382,7 +382,7 @@ class PostgresWorld:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 0.5)
 
-    async def _run_row(self, conn: Conn, run_id: str) -> tuple[Run, Snapshot]:
+    async def _run_row(self, conn: Conn, run_id: str) -> tuple[RunRecord, Snapshot]:
         check_run_id(run_id)
         cur = await conn.execute(RUN_SELECT, (run_id,))
         row = await cur.fetchone()

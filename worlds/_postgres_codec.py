@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ._entities import Hook, Step, StepStatus
+from ._entities import HookRecord, StepRecord, StepStatus
 from ._sqlite_codec import (  # the same rows as SQLite's, but for booleans and steps
     HOOK_COLUMNS,
     RUN_COLUMNS,
@@ -64,7 +64,7 @@ STEP_COLUMNS: Final = (
 )
 
 
-def step_to_row(step: Step) -> tuple[Any, ...]:
+def step_to_row(step: StepRecord) -> tuple[Any, ...]:
     """Values for :data:`STEP_COLUMNS`."""
     return (
         step.run_id,
@@ -84,9 +84,9 @@ def step_to_row(step: Step) -> tuple[Any, ...]:
     )
 
 
-def step_from_row(row: tuple[Any, ...]) -> Step:
+def step_from_row(row: tuple[Any, ...]) -> StepRecord:
     """Inverse of :func:`step_to_row`."""
-    return Step(
+    return StepRecord(
         run_id=row[0],
         step_id=row[1],
         step_name=row[2],
@@ -104,7 +104,7 @@ def step_from_row(row: tuple[Any, ...]) -> Step:
     )
 
 
-def hook_to_row(hook: Hook) -> tuple[Any, ...]:
+def hook_to_row(hook: HookRecord) -> tuple[Any, ...]:
     """Values for :data:`HOOK_COLUMNS`."""
     return (
         hook.run_id,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _postgres_codec as codec
 from ._checks import check_limit, decode_run_cursor, encode_run_cursor, normalize_statuses
-from ._entities import Hook, Run, RunPage, RunStatus, Step, Wait
+from ._entities import HookRecord, RunPage, RunRecord, RunStatus, StepRecord, WaitRecord
 from ._errors import HookNotFound, StepNotFound, WaitNotFound
 
 if TYPE_CHECKING:
@@ -37,8 +37,8 @@ class _Facet:
 
 
 class _Runs(_Facet):
-    async def get(self, run_id: str) -> Run:
-        async def body(conn: Conn) -> Run:
+    async def get(self, run_id: str) -> RunRecord:
+        async def body(conn: Conn) -> RunRecord:
             return (await self._w._run_row(conn, run_id))[0]
 
         return await self._w._read(body)
@@ -84,7 +84,7 @@ class _Runs(_Facet):
 
 
 class _Steps(_Facet):
-    async def get(self, run_id: str, step_id: str) -> Step:
+    async def get(self, run_id: str, step_id: str) -> StepRecord:
         rows = await self._of_run(
             run_id,
             f"SELECT {codec.STEP_COLUMNS} FROM steps WHERE run_id = %s AND step_id = %s",
@@ -94,7 +94,7 @@ class _Steps(_Facet):
             raise StepNotFound(f"run {run_id!r} has no step {step_id!r}", run_id=run_id)
         return codec.step_from_row(rows[0])
 
-    async def list(self, run_id: str) -> tuple[Step, ...]:
+    async def list(self, run_id: str) -> tuple[StepRecord, ...]:
         rows = await self._of_run(
             run_id,
             f"SELECT {codec.STEP_COLUMNS} FROM steps WHERE run_id = %s ORDER BY ord",
@@ -104,7 +104,7 @@ class _Steps(_Facet):
 
 
 class _Hooks(_Facet):
-    async def get(self, run_id: str, hook_id: str) -> Hook:
+    async def get(self, run_id: str, hook_id: str) -> HookRecord:
         rows = await self._of_run(
             run_id,
             f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE run_id = %s AND hook_id = %s",
@@ -114,7 +114,7 @@ class _Hooks(_Facet):
             raise HookNotFound(f"run {run_id!r} has no hook {hook_id!r}", run_id=run_id)
         return codec.hook_from_row(rows[0])
 
-    async def get_by_token(self, token: str) -> Hook:
+    async def get_by_token(self, token: str) -> HookRecord:
         async def body(conn: Conn) -> tuple[Any, ...] | None:
             cur = await conn.execute(
                 f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE token = %s AND status = 'active'",
@@ -130,7 +130,7 @@ class _Hooks(_Facet):
             )
         return codec.hook_from_row(row)
 
-    async def list(self, run_id: str) -> tuple[Hook, ...]:
+    async def list(self, run_id: str) -> tuple[HookRecord, ...]:
         rows = await self._of_run(
             run_id,
             f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE run_id = %s ORDER BY ord",
@@ -140,7 +140,7 @@ class _Hooks(_Facet):
 
 
 class _Waits(_Facet):
-    async def get(self, run_id: str, wait_id: str) -> Wait:
+    async def get(self, run_id: str, wait_id: str) -> WaitRecord:
         rows = await self._of_run(
             run_id,
             f"SELECT {codec.WAIT_COLUMNS} FROM waits WHERE run_id = %s AND wait_id = %s",
@@ -150,7 +150,7 @@ class _Waits(_Facet):
             raise WaitNotFound(f"run {run_id!r} has no wait {wait_id!r}", run_id=run_id)
         return codec.wait_from_row(rows[0])
 
-    async def list(self, run_id: str) -> tuple[Wait, ...]:
+    async def list(self, run_id: str) -> tuple[WaitRecord, ...]:
         rows = await self._of_run(
             run_id,
             f"SELECT {codec.WAIT_COLUMNS} FROM waits WHERE run_id = %s ORDER BY ord",

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _postgres_codec as codec
-from ._entities import Hook, Run, Snapshot, Step, Wait
+from ._entities import HookRecord, RunRecord, Snapshot, StepRecord, WaitRecord
 from ._events import (
     HOOK_TYPES,
     RUN_TERMINAL_TYPES,
@@ -33,17 +33,17 @@ __all__: list[str] = []
 class _RunView:
     """What both of the guards' views answer alike: the run, its counters, whether a step exists."""
 
-    def __init__(self, run: Run | None, counters: Snapshot) -> None:
+    def __init__(self, run: RunRecord | None, counters: Snapshot) -> None:
         self._run = run
         self._counters = counters
 
-    def run(self) -> Run | None:
+    def run(self) -> RunRecord | None:
         return self._run
 
     def counters(self) -> Snapshot:
         return self._counters
 
-    def step(self, step_id: str) -> Step | None:
+    def step(self, step_id: str) -> StepRecord | None:
         raise NotImplementedError
 
     def has_step(self, step_id: str) -> bool:
@@ -53,15 +53,15 @@ class _RunView:
 class _View(_RunView):
     """The guards' StateView over rows the write prefetched under the run's lock."""
 
-    def __init__(self, run: Run | None, counters: Snapshot) -> None:
+    def __init__(self, run: RunRecord | None, counters: Snapshot) -> None:
         super().__init__(run, counters)
-        self.steps: dict[str, Step | None] = {}
-        self.hooks: dict[str, Hook | None] = {}
-        self.waits: dict[str, Wait | None] = {}
-        self.tokens: dict[str, Hook | None] = {}
+        self.steps: dict[str, StepRecord | None] = {}
+        self.hooks: dict[str, HookRecord | None] = {}
+        self.waits: dict[str, WaitRecord | None] = {}
+        self.tokens: dict[str, HookRecord | None] = {}
         self.resumes: dict[str, Event | None] = {}
-        self.active: list[Hook] | None = None
-        self.waiting: list[Wait] | None = None
+        self.active: list[HookRecord] | None = None
+        self.waiting: list[WaitRecord] | None = None
 
     @classmethod
     async def load(cls, conn: Conn, run_id: str, requests: Iterable[EventRequest]) -> _View:
@@ -150,26 +150,26 @@ class _View(_RunView):
             raise AssertionError(f"PostgresWorld did not prefetch {what} {key!r}")
         return table[key]
 
-    def step(self, step_id: str) -> Step | None:
+    def step(self, step_id: str) -> StepRecord | None:
         return self._known(self.steps, step_id, "step")  # type: ignore[no-any-return]
 
-    def hook(self, hook_id: str) -> Hook | None:
+    def hook(self, hook_id: str) -> HookRecord | None:
         return self._known(self.hooks, hook_id, "hook")  # type: ignore[no-any-return]
 
-    def live_hook_by_token(self, token: str) -> Hook | None:
+    def live_hook_by_token(self, token: str) -> HookRecord | None:
         return self._known(self.tokens, token, "token")  # type: ignore[no-any-return]
 
-    def wait(self, wait_id: str) -> Wait | None:
+    def wait(self, wait_id: str) -> WaitRecord | None:
         return self._known(self.waits, wait_id, "wait")  # type: ignore[no-any-return]
 
     def received_by_resume_id(self, resume_id: str) -> Event | None:
         return self._known(self.resumes, resume_id, "resume id")  # type: ignore[no-any-return]
 
-    def active_hooks(self) -> Sequence[Hook]:
+    def active_hooks(self) -> Sequence[HookRecord]:
         assert self.active is not None, "PostgresWorld did not prefetch the active hooks"
         return self.active
 
-    def waiting_waits(self) -> Sequence[Wait]:
+    def waiting_waits(self) -> Sequence[WaitRecord]:
         assert self.waiting is not None, "PostgresWorld did not prefetch the waiting waits"
         return self.waiting
 
@@ -187,31 +187,33 @@ class _KnownView(_RunView):
     that asks about them is decided under the row lock.
     """
 
-    def __init__(self, run: Run, counters: Snapshot, steps: dict[str, Step] | None) -> None:
+    def __init__(
+        self, run: RunRecord, counters: Snapshot, steps: dict[str, StepRecord] | None
+    ) -> None:
         super().__init__(run, counters)
         self._steps = steps or {}
         self.assumed_new: set[str] = set()
 
-    def step(self, step_id: str) -> Step | None:
+    def step(self, step_id: str) -> StepRecord | None:
         step = self._steps.get(step_id)
         if step is None:
             self.assumed_new.add(step_id)
         return step
 
-    def hook(self, hook_id: str) -> Hook | None:
+    def hook(self, hook_id: str) -> HookRecord | None:
         raise _Unknown(hook_id)
 
-    def live_hook_by_token(self, token: str) -> Hook | None:
+    def live_hook_by_token(self, token: str) -> HookRecord | None:
         raise _Unknown(token)
 
-    def wait(self, wait_id: str) -> Wait | None:
+    def wait(self, wait_id: str) -> WaitRecord | None:
         raise _Unknown(wait_id)
 
     def received_by_resume_id(self, resume_id: str) -> Event | None:
         raise _Unknown(resume_id)
 
-    def active_hooks(self) -> Sequence[Hook]:
+    def active_hooks(self) -> Sequence[HookRecord]:
         raise _Unknown("active hooks")
 
-    def waiting_waits(self) -> Sequence[Wait]:
+    def waiting_waits(self) -> Sequence[WaitRecord]:
         raise _Unknown("waiting waits")

@@ -18,14 +18,14 @@ from ._entities import (
     Delivery,
     EventPage,
     EventResult,
-    Hook,
+    HookRecord,
     Message,
-    Run,
     RunPage,
+    RunRecord,
     RunStatus,
-    Step,
+    StepRecord,
     StreamInfo,
-    Wait,
+    WaitRecord,
 )
 from ._events import Event, EventRequest
 from ._time import Clock
@@ -45,7 +45,7 @@ __all__ = [
 class RunsFacet(Protocol):
     """Read runs (folds of their logs)."""
 
-    async def get(self, run_id: str) -> Run:
+    async def get(self, run_id: str) -> RunRecord:
         """The run; :class:`RunNotFound` if absent."""
         ...
 
@@ -68,11 +68,11 @@ class RunsFacet(Protocol):
 class StepsFacet(Protocol):
     """Read a run's steps."""
 
-    async def get(self, run_id: str, step_id: str) -> Step:
+    async def get(self, run_id: str, step_id: str) -> StepRecord:
         """The step; :class:`StepNotFound` (or :class:`RunNotFound`) if absent."""
         ...
 
-    async def list(self, run_id: str) -> tuple[Step, ...]:
+    async def list(self, run_id: str) -> tuple[StepRecord, ...]:
         """The run's steps in creation order (``RunNotFound`` if the run is absent)."""
         ...
 
@@ -135,15 +135,15 @@ class EventsFacet(Protocol):
 class HooksFacet(Protocol):
     """Read hooks."""
 
-    async def get(self, run_id: str, hook_id: str) -> Hook:
+    async def get(self, run_id: str, hook_id: str) -> HookRecord:
         """The hook in any status; :class:`HookNotFound` if it never existed."""
         ...
 
-    async def get_by_token(self, token: str) -> Hook:
+    async def get_by_token(self, token: str) -> HookRecord:
         """The ACTIVE hook holding ``token``; :class:`HookNotFound` if none does."""
         ...
 
-    async def list(self, run_id: str) -> tuple[Hook, ...]:
+    async def list(self, run_id: str) -> tuple[HookRecord, ...]:
         """The run's hooks in creation order, any status."""
         ...
 
@@ -151,11 +151,11 @@ class HooksFacet(Protocol):
 class WaitsFacet(Protocol):
     """Read waits (durable sleeps)."""
 
-    async def get(self, run_id: str, wait_id: str) -> Wait:
+    async def get(self, run_id: str, wait_id: str) -> WaitRecord:
         """The wait; :class:`WaitNotFound` if absent."""
         ...
 
-    async def list(self, run_id: str) -> tuple[Wait, ...]:
+    async def list(self, run_id: str) -> tuple[WaitRecord, ...]:
         """The run's waits in creation order."""
         ...
 

@@ -31,7 +31,7 @@ from typing import Literal
 
 from . import _sqlite_codec as codec
 from . import _sqlite_schema as sql
-from ._entities import Capabilities, Run, Snapshot
+from ._entities import Capabilities, RunRecord, Snapshot
 from ._errors import CorruptedLog, InvalidRequest, RunNotFound, WorldError
 from ._events import Event, EventType, check_run_id
 from ._fold import fold_log
@@ -277,7 +277,7 @@ class SQLiteWorld:
         if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
             raise RunNotFound(f"run {run_id!r} does not exist", run_id=run_id)
 
-    def _run_row(self, db: sqlite3.Connection, run_id: str) -> tuple[Run, Snapshot]:
+    def _run_row(self, db: sqlite3.Connection, run_id: str) -> tuple[RunRecord, Snapshot]:
         check_run_id(run_id)
         row = db.execute(sql.SELECT_RUN, (run_id,)).fetchone()
         if row is None:
@@ -287,7 +287,7 @@ class SQLiteWorld:
             raise CorruptedLog(f"run {run_id!r} has a row but no event", run_id=run_id)
         return codec.run_from_row(row), Snapshot(seq=counters[0], seq_in_band=counters[1])
 
-    def _cached_run(self, db: sqlite3.Connection, run_id: str) -> tuple[Run, Snapshot]:
+    def _cached_run(self, db: sqlite3.Connection, run_id: str) -> tuple[RunRecord, Snapshot]:
         """The run and its counters, from the cache when no other connection wrote.
 
         Only valid inside :meth:`_write`, which drops the cache when the
@@ -298,7 +298,7 @@ class SQLiteWorld:
             return cached
         return self._run_row(db, run_id)
 
-    def _store(self, db: sqlite3.Connection, plan: Plan, *, original: Run | None) -> None:
+    def _store(self, db: sqlite3.Connection, plan: Plan, *, original: RunRecord | None) -> None:
         run = plan.run
         rows = []
         in_band_seq = plan.before.seq_in_band

@@ -16,7 +16,16 @@ import json
 from datetime import datetime
 from typing import Any, Final
 
-from ._entities import Hook, HookStatus, Run, RunStatus, Step, StepStatus, Wait, WaitStatus
+from ._entities import (
+    HookRecord,
+    HookStatus,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    StepStatus,
+    WaitRecord,
+    WaitStatus,
+)
 from ._events import _SCHEMA, Event, EventType, Payload
 from ._time import from_micros, to_micros
 
@@ -145,7 +154,7 @@ RUN_COLUMNS: Final = (
 )
 
 
-def run_to_row(run: Run) -> tuple[Any, ...]:
+def run_to_row(run: RunRecord) -> tuple[Any, ...]:
     """Values for :data:`RUN_COLUMNS`."""
     return (
         run.run_id,
@@ -166,9 +175,9 @@ def run_to_row(run: Run) -> tuple[Any, ...]:
     )
 
 
-def run_from_row(row: tuple[Any, ...]) -> Run:
+def run_from_row(row: tuple[Any, ...]) -> RunRecord:
     """Inverse of :func:`run_to_row`."""
-    return Run(
+    return RunRecord(
         run_id=row[0],
         workflow_name=row[1],
         status=RunStatus(row[2]),
@@ -206,7 +215,9 @@ STEP_SELECT: Final = (
 )
 
 
-def step_to_row(step: Step, refs: tuple[int | None, int | None, int | None]) -> tuple[Any, ...]:
+def step_to_row(
+    step: StepRecord, refs: tuple[int | None, int | None, int | None]
+) -> tuple[Any, ...]:
     """Values for :data:`STEP_COLUMNS`; ``refs`` = (input, output, error) positions.
 
     A ``None`` ref keeps the stored one (the upsert coalesces).
@@ -227,9 +238,9 @@ def step_to_row(step: Step, refs: tuple[int | None, int | None, int | None]) -> 
     )
 
 
-def step_from_row(row: tuple[Any, ...]) -> Step:
+def step_from_row(row: tuple[Any, ...]) -> StepRecord:
     """A step from a :data:`STEP_SELECT` row."""
-    return Step(
+    return StepRecord(
         run_id=row[0],
         step_id=row[1],
         step_name=row[2],
@@ -252,7 +263,7 @@ HOOK_COLUMNS: Final = (
 )
 
 
-def hook_to_row(hook: Hook) -> tuple[Any, ...]:
+def hook_to_row(hook: HookRecord) -> tuple[Any, ...]:
     """Values for :data:`HOOK_COLUMNS`."""
     return (
         hook.run_id,
@@ -267,9 +278,9 @@ def hook_to_row(hook: Hook) -> tuple[Any, ...]:
     )
 
 
-def hook_from_row(row: tuple[Any, ...]) -> Hook:
+def hook_from_row(row: tuple[Any, ...]) -> HookRecord:
     """Inverse of :func:`hook_to_row`."""
-    return Hook(
+    return HookRecord(
         run_id=row[0],
         hook_id=row[1],
         token=row[2],
@@ -285,7 +296,7 @@ def hook_from_row(row: tuple[Any, ...]) -> Hook:
 WAIT_COLUMNS: Final = "run_id, wait_id, status, resume_at, created_at, updated_at, completed_at"
 
 
-def wait_to_row(wait: Wait) -> tuple[Any, ...]:
+def wait_to_row(wait: WaitRecord) -> tuple[Any, ...]:
     """Values for :data:`WAIT_COLUMNS`."""
     return (
         wait.run_id,
@@ -298,9 +309,9 @@ def wait_to_row(wait: Wait) -> tuple[Any, ...]:
     )
 
 
-def wait_from_row(row: tuple[Any, ...]) -> Wait:
+def wait_from_row(row: tuple[Any, ...]) -> WaitRecord:
     """Inverse of :func:`wait_to_row`."""
-    return Wait(
+    return WaitRecord(
         run_id=row[0],
         wait_id=row[1],
         status=WaitStatus(row[2]),

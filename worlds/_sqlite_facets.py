@@ -25,13 +25,13 @@ from ._entities import (
     BatchResult,
     EventPage,
     EventResult,
-    Hook,
-    Run,
+    HookRecord,
     RunPage,
+    RunRecord,
     RunStatus,
     Snapshot,
-    Step,
-    Wait,
+    StepRecord,
+    WaitRecord,
 )
 from ._errors import (
     CorruptedLog,
@@ -57,7 +57,7 @@ class _Facet:
 
 
 class _Runs(_Facet):
-    async def get(self, run_id: str) -> Run:
+    async def get(self, run_id: str) -> RunRecord:
         with self._w._read() as db:
             return self._w._run_row(db, run_id)[0]
 
@@ -100,7 +100,7 @@ class _Runs(_Facet):
 
 
 class _Steps(_Facet):
-    async def get(self, run_id: str, step_id: str) -> Step:
+    async def get(self, run_id: str, step_id: str) -> StepRecord:
         with self._w._read() as db:
             self._w._require_run(db, run_id)
             step = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).step(step_id)
@@ -108,7 +108,7 @@ class _Steps(_Facet):
             raise StepNotFound(f"run {run_id!r} has no step {step_id!r}", run_id=run_id)
         return step
 
-    async def list(self, run_id: str) -> tuple[Step, ...]:
+    async def list(self, run_id: str) -> tuple[StepRecord, ...]:
         with self._w._read() as db:
             self._w._require_run(db, run_id)
             rows = db.execute(
@@ -118,7 +118,7 @@ class _Steps(_Facet):
 
 
 class _Hooks(_Facet):
-    async def get(self, run_id: str, hook_id: str) -> Hook:
+    async def get(self, run_id: str, hook_id: str) -> HookRecord:
         with self._w._read() as db:
             self._w._require_run(db, run_id)
             hook = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).hook(hook_id)
@@ -126,7 +126,7 @@ class _Hooks(_Facet):
             raise HookNotFound(f"run {run_id!r} has no hook {hook_id!r}", run_id=run_id)
         return hook
 
-    async def get_by_token(self, token: str) -> Hook:
+    async def get_by_token(self, token: str) -> HookRecord:
         row = (
             self._w._live()
             .execute(
@@ -142,7 +142,7 @@ class _Hooks(_Facet):
             )
         return codec.hook_from_row(row)
 
-    async def list(self, run_id: str) -> tuple[Hook, ...]:
+    async def list(self, run_id: str) -> tuple[HookRecord, ...]:
         with self._w._read() as db:
             self._w._require_run(db, run_id)
             rows = db.execute(
@@ -152,7 +152,7 @@ class _Hooks(_Facet):
 
 
 class _Waits(_Facet):
-    async def get(self, run_id: str, wait_id: str) -> Wait:
+    async def get(self, run_id: str, wait_id: str) -> WaitRecord:
         with self._w._read() as db:
             self._w._require_run(db, run_id)
             wait = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).wait(wait_id)
@@ -160,7 +160,7 @@ class _Waits(_Facet):
             raise WaitNotFound(f"run {run_id!r} has no wait {wait_id!r}", run_id=run_id)
         return wait
 
-    async def list(self, run_id: str) -> tuple[Wait, ...]:
+    async def list(self, run_id: str) -> tuple[WaitRecord, ...]:
         with self._w._read() as db:
             self._w._require_run(db, run_id)
             rows = db.execute(

@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 
 from . import _sqlite_codec as codec
-from ._entities import Hook, Run, Snapshot, Step, Wait
+from ._entities import HookRecord, RunRecord, Snapshot, StepRecord, WaitRecord
 from ._events import Event
 
 __all__: list[str] = []
@@ -19,17 +19,17 @@ class _View:
         self,
         db: sqlite3.Connection,
         run_id: str,
-        run: Run | None,
+        run: RunRecord | None,
         counters: Snapshot,
         *,
-        known_steps: Mapping[str, Step] | None = None,
+        known_steps: Mapping[str, StepRecord] | None = None,
     ) -> None:
         self._db = db
         self._run_id = run_id
         self._run = run
         self._counters = counters
         # Steps as this connection last wrote them (valid: see SQLiteWorld._known).
-        self._steps: dict[str, Step | None] = dict(known_steps) if known_steps else {}
+        self._steps: dict[str, StepRecord | None] = dict(known_steps) if known_steps else {}
 
     def prefetch_steps(self, step_ids: Sequence[str]) -> None:
         """Read every named step not known yet, in few queries (a batch would ask one by one).
@@ -55,7 +55,7 @@ class _View:
             ).fetchall()
             self._steps.update({row[1]: codec.step_from_row(row) for row in rows})
 
-    def run(self) -> Run | None:
+    def run(self) -> RunRecord | None:
         return self._run
 
     def counters(self) -> Snapshot:
@@ -69,7 +69,7 @@ class _View:
         ).fetchone()
         return row is not None
 
-    def step(self, step_id: str) -> Step | None:
+    def step(self, step_id: str) -> StepRecord | None:
         if step_id in self._steps:
             return self._steps[step_id]
         row = self._db.execute(
@@ -78,21 +78,21 @@ class _View:
         ).fetchone()
         return None if row is None else codec.step_from_row(row)
 
-    def hook(self, hook_id: str) -> Hook | None:
+    def hook(self, hook_id: str) -> HookRecord | None:
         row = self._db.execute(
             f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE run_id = ? AND hook_id = ?",
             (self._run_id, hook_id),
         ).fetchone()
         return None if row is None else codec.hook_from_row(row)
 
-    def live_hook_by_token(self, token: str) -> Hook | None:
+    def live_hook_by_token(self, token: str) -> HookRecord | None:
         row = self._db.execute(
             f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE token = ? AND status = 'active'",
             (token,),
         ).fetchone()
         return None if row is None else codec.hook_from_row(row)
 
-    def wait(self, wait_id: str) -> Wait | None:
+    def wait(self, wait_id: str) -> WaitRecord | None:
         row = self._db.execute(
             f"SELECT {codec.WAIT_COLUMNS} FROM waits WHERE run_id = ? AND wait_id = ?",
             (self._run_id, wait_id),
@@ -107,7 +107,7 @@ class _View:
         ).fetchone()
         return None if row is None else codec.decode_event(*row)
 
-    def active_hooks(self) -> list[Hook]:
+    def active_hooks(self) -> list[HookRecord]:
         rows = self._db.execute(
             f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE run_id = ? AND status = 'active' "
             "ORDER BY rowid",
@@ -115,7 +115,7 @@ class _View:
         ).fetchall()
         return [codec.hook_from_row(r) for r in rows]
 
-    def waiting_waits(self) -> list[Wait]:
+    def waiting_waits(self) -> list[WaitRecord]:
         rows = self._db.execute(
             f"SELECT {codec.WAIT_COLUMNS} FROM waits WHERE run_id = ? AND status = 'waiting' "
             "ORDER BY rowid",

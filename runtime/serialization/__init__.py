@@ -7,6 +7,8 @@ stores deeply frozen values once per run and refers to them (or to their change)
 afterwards.  docs/serialization.md describes the format and the decisions.
 """
 
+from durasim.worlds._public import publish as _publish
+
 from ._api import deserialize, serialize
 from ._errors import FatalError, RetryableError, RevivedError, SerializationError
 from ._format import MAX_DEPTH, PREFIX
@@ -34,3 +36,5 @@ __all__ = [
     "serializable",
     "serialize",
 ]
+
+_publish(__name__, globals(), __all__)

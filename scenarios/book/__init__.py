@@ -6,9 +6,11 @@ book against third-party Worlds).  docs/scenario-book.md describes each one;
 :func:`render_book` writes that page.
 """
 
+from durasim.worlds._public import publish as _publish
+
 from . import _faults, _forks, _hooks, _lifecycle, _smoke  # noqa: F401  (register the chapters)
 from ._docs import render_book
-from ._model import Scenario, ScenarioFailed, ScenarioResult, Script, StoreFactory, run_scenario
+from ._model import Scenario, ScenarioFailed, ScenarioResult, Script, run_scenario
 from ._registry import SCENARIOS, in_reading_order
 
 #: Every scenario of the book, chapter by chapter (smoke, hooks, forks, faults, lifecycle).
@@ -20,7 +22,8 @@ __all__ = [
     "ScenarioFailed",
     "ScenarioResult",
     "Script",
-    "StoreFactory",
     "render_book",
     "run_scenario",
 ]
+
+_publish(__name__, globals(), __all__)

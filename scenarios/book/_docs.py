@@ -23,14 +23,20 @@ golden traces under `tests/golden/book/`.
 
 ```python
 from durasim.scenarios.book import BOOK, run_scenario
+from durasim.worlds import World, WorldSetup
+
+def make(setup: WorldSetup) -> World:
+    return MyWorld(clock=setup.clock, ids=setup.ids)
+
 
 for scenario in BOOK:
-    result = run_scenario(scenario, store=lambda clock, ids: MyWorld(clock=clock, ids=ids))
+    result = run_scenario(scenario, store=make)
     print(scenario.name, result.ok, result.detail)
 ```
 
 `run_scenario(scenario, *, store=None, seed=0)` runs one in a fresh `Sim` over a fresh World
-from the factory `(clock, ids) -> World` (default: `MemoryWorld`) and returns a
+from the factory `make(setup: WorldSetup) -> World` (default: `MemoryWorld`; see
+[worlds.md](worlds.md#one-factory-shape)) and returns a
 `ScenarioResult` (`ok`, `detail`, `trace`, `trace_hash`, `skipped`). A scenario whose
 `requires` names a capability the World declares false is skipped. A scenario with
 `known_red` fails today for the reason given (a known bug); its test is a strict xfail, so

@@ -17,18 +17,15 @@ from typing import Any
 import attrs
 
 from durasim.runtime import Limits
-from durasim.sim import Sim, SimClock
-from durasim.worlds import Capabilities, DurasimError, IdSource, World
+from durasim.sim import Sim
+from durasim.worlds import Capabilities, DurasimError, World, WorldFactory, check_factory
 
 from . import _workflows
 
-__all__ = ["Scenario", "ScenarioFailed", "ScenarioResult", "Script", "StoreFactory", "run_scenario"]
+__all__ = ["Scenario", "ScenarioFailed", "ScenarioResult", "Script", "run_scenario"]
 
 #: A scripted race: ``async def script(sim) -> None``; it raises when the log is wrong.
 Script = Callable[[Sim], Coroutine[Any, Any, None]]
-
-#: Builds a fresh World on the simulation's clock and ids.
-StoreFactory = Callable[[SimClock, IdSource], World]
 
 _CAPABILITIES = frozenset(f.name for f in attrs.fields(Capabilities))
 
@@ -108,17 +105,22 @@ def _missing(world: World, requires: frozenset[str]) -> list[str]:
 
 
 def run_scenario(
-    scenario: Scenario, *, store: StoreFactory | None = None, seed: int = 0
+    scenario: Scenario, *, store: WorldFactory | None = None, seed: int = 0
 ) -> ScenarioResult:
     """Run ``scenario`` in a fresh simulation over a fresh World; its result.
 
     Args:
         scenario: the scenario.
-        store: builds the World, ``(clock, ids) -> World`` (default: a
-            :class:`~durasim.worlds.MemoryWorld`).  Called once.
+        store: builds the World, ``make(setup: WorldSetup) -> World`` (default:
+            a :class:`~durasim.worlds.MemoryWorld`).  Called once.
+
+    Raises:
+        FactoryError: ``store`` does not take a :class:`~durasim.worlds.WorldSetup`.
         seed: the scheduler's seed (scripts pin their races with holds, so
             most do not depend on it).
     """
+    if store is not None:
+        check_factory(store)
     _workflows.CALLS.clear()
     _workflows.ATTEMPTS.clear()
     sim = Sim(store, seed=seed, limits=scenario.limits)

@@ -1,12 +1,12 @@
 """durasim.scenarios.conformance: does a World keep the contract? (docs/conformance.md).
 
-One factory, ``factory(setup: WorldSetup) -> World`` (or the simulator's
-``factory(clock, ids) -> World``), and five layers: the contract tests of
-docs/protocol.md (shipped as pytest modules in :mod:`.suite`), the World model
-machine against the reference World, concurrent calls on every facet checked
-for linearizability against it, the scenario book over the World, and an
-exploration of the example workflows over it; each but the concurrency layer
-gated by the capabilities the World declares.
+One factory, ``make(setup: WorldSetup) -> World`` (the shape everything in
+durasim builds Worlds with, see :class:`~durasim.worlds.WorldSetup`), and five
+layers: the contract tests of docs/protocol.md (shipped as pytest modules in
+:mod:`.suite`), the World model machine against the reference World, concurrent
+calls on every facet checked for linearizability against it, the scenario book
+over the World, and an exploration of the example workflows over it; each but the
+concurrency layer gated by the capabilities the World declares.
 
 * :func:`run_conformance` runs them from Python (``durasim conformance`` prints
   its :class:`ConformanceReport`);
@@ -16,68 +16,38 @@ gated by the capabilities the World declares.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ._report import ConformanceReport, Finding, LayerReport
     from ._run import LAYERS, run_conformance
-    from ._target import (
-        CAPABILITY_NAMES,
-        AnyFactory,
-        FactoryError,
-        SetupFactory,
-        StoreFactory,
-        load_factory,
-        setup_factory,
-        store_factory,
-    )
+    from ._target import CAPABILITY_NAMES, load_factory
 
 __all__ = [
     "CAPABILITY_NAMES",
     "LAYERS",
-    "AnyFactory",
     "ConformanceReport",
-    "FactoryError",
     "Finding",
     "LayerReport",
-    "SetupFactory",
-    "StoreFactory",
     "load_factory",
     "run_conformance",
-    "setup_factory",
-    "store_factory",
 ]
 
-# Every public name is imported when first used (PEP 562): the pytest plugin lives in this
-# package and pytest loads it in every run of every project that installs durasim, so
-# importing the package must not import the runtime, the simulator or Hypothesis.
-# The imports above are for static tools; tests/test_plugin.py checks both lists agree.
+# Every public name is imported when first used (see durasim.scenarios._lazy: the pytest
+# plugin lives in this package). The imports above are for static tools;
+# tests/test_plugin.py checks that both lists agree.
 _LAZY = {
-    "AnyFactory": "._target",
     "CAPABILITY_NAMES": "._target",
     "ConformanceReport": "._report",
-    "FactoryError": "._target",
     "Finding": "._report",
     "LAYERS": "._run",
     "LayerReport": "._report",
-    "SetupFactory": "._target",
-    "StoreFactory": "._target",
     "load_factory": "._target",
     "run_conformance": "._run",
-    "setup_factory": "._target",
-    "store_factory": "._target",
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+if not TYPE_CHECKING:  # static tools see the imports above, and no catch-all attribute
+    __getattr__, __dir__ = _lazy_exports(__name__, _LAZY)

@@ -29,10 +29,10 @@ from typing import Any
 import hypothesis
 
 from durasim.checkers import WorldModelFailure, run_concurrency, run_world_model
+from durasim.worlds import WorldFactory
 
 from . import _plugin, suite
 from ._report import Finding, LayerReport
-from ._target import SetupFactory, StoreFactory
 from .examples import EXAMPLES
 
 __all__ = [
@@ -59,13 +59,13 @@ def _first_lines(text: str, count: int = 12) -> str:
 class _Provider:
     """A pytest plugin object: hands out the factory and records every test's outcome."""
 
-    def __init__(self, factory: SetupFactory) -> None:
+    def __init__(self, factory: WorldFactory) -> None:
         import pytest  # noqa: PLC0415 -- only the contract layer needs pytest
 
         self.outcomes: dict[str, tuple[str, str]] = {}
         self.order: list[str] = []
 
-        def durasim_world_factory() -> SetupFactory:
+        def durasim_world_factory() -> WorldFactory:
             return factory
 
         # A module holds the fixture: pytest parses fixtures of module plugins.
@@ -86,7 +86,7 @@ class _Provider:
             self.outcomes[nodeid] = previous
 
 
-def contract_layer(factory: SetupFactory, *, only: str | None = None, rerun: str) -> LayerReport:
+def contract_layer(factory: WorldFactory, *, only: str | None = None, rerun: str) -> LayerReport:
     """Run the contract tests over ``factory``'s Worlds (pytest, in this process)."""
     try:
         import pytest  # noqa: PLC0415 -- only the contract layer needs pytest
@@ -163,7 +163,7 @@ def _test_source(text: str) -> str:
     return "\n".join(block).strip("\n")
 
 
-def model_layer(factory: SetupFactory, *, examples: int, seed: int, rerun: str) -> LayerReport:
+def model_layer(factory: WorldFactory, *, examples: int, seed: int, rerun: str) -> LayerReport:
     """The World model machine against the reference, ``examples`` runs."""
     started = time.perf_counter()
     settings = hypothesis.settings(database=None, print_blob=False)
@@ -192,7 +192,7 @@ def model_layer(factory: SetupFactory, *, examples: int, seed: int, rerun: str) 
 
 
 def concurrency_layer(
-    factory: SetupFactory, *, groups: int, seed: int, only: str | None = None, rerun: str
+    factory: WorldFactory, *, groups: int, seed: int, only: str | None = None, rerun: str
 ) -> LayerReport:
     """Concurrent groups over every facet, linearizable against the reference; no capability gate.
 
@@ -244,7 +244,7 @@ def _missing(declared: tuple[str, ...], needs: tuple[str, ...] | frozenset[str])
 
 
 def book_layer(
-    store: StoreFactory,
+    store: WorldFactory,
     *,
     declared: tuple[str, ...],
     seed: int,
@@ -299,7 +299,7 @@ def book_layer(
 
 
 def explore_layer(
-    store: StoreFactory,
+    store: WorldFactory,
     *,
     declared: tuple[str, ...],
     examples: int,

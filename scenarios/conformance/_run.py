@@ -7,19 +7,11 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from durasim.checkers import WorldSetup
-from durasim.worlds import CountingIds, FixedClock
+from durasim.worlds import CountingIds, FixedClock, WorldFactory, WorldSetup, check_factory
 
 from ._layers import book_layer, concurrency_layer, contract_layer, explore_layer, model_layer
 from ._report import ConformanceReport, LayerReport
-from ._target import (
-    CAPABILITY_NAMES,
-    AnyFactory,
-    StoreFactory,
-    narrow,
-    setup_factory,
-    store_factory,
-)
+from ._target import CAPABILITY_NAMES, narrow
 
 __all__ = ["LAYERS", "run_conformance"]
 
@@ -30,13 +22,13 @@ LAYERS = ("contract", "model", "concurrency", "book", "explore")
 CONCURRENCY_GROUPS_PER_EXAMPLE = 8
 
 
-def _describe(factory: AnyFactory) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+def _describe(factory: WorldFactory) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """The World's type name, the features it declares and the ones it lacks."""
     with tempfile.TemporaryDirectory(prefix="durasim-conformance-") as scratch:
         setup = WorldSetup(
             clock=FixedClock(), ids=CountingIds(), max_deliveries=2, directory=Path(scratch)
         )
-        world = setup_factory(factory)(setup)
+        world = factory(setup)
         try:
             caps = world.capabilities
             inner = getattr(world, "inner", world)
@@ -49,7 +41,7 @@ def _describe(factory: AnyFactory) -> tuple[str, tuple[str, ...], tuple[str, ...
 
 
 def run_conformance(
-    factory: AnyFactory,
+    factory: WorldFactory,
     *,
     target: str | None = None,
     capabilities: Iterable[str] | None = None,
@@ -57,13 +49,14 @@ def run_conformance(
     examples: int = 50,
     seed: int = 0,
     only: str | None = None,
-    store: StoreFactory | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ConformanceReport:
     """Run the conformance suite over the Worlds ``factory`` builds; the report.
 
     Args:
-        factory: ``factory(setup: WorldSetup) -> World`` (or ``factory(clock, ids)``).
+        factory: ``make(setup: WorldSetup) -> World``; importable by
+            ``module:qualname`` (and ``capabilities`` not narrowed), ``durasim
+            reproduce`` rebuilds an exploration's World from it.
         target: how to name the factory in the report and in rerun commands
             (``pkg.module:factory``).
         capabilities: test only these features (a subset of what the World
@@ -74,9 +67,6 @@ def run_conformance(
             the concurrency layer runs eight groups per example.
         seed: the seed of every search (same seed, same report).
         only: run only the tests, scenarios or workflows whose names match.
-        store: the ``(clock, ids)`` factory the simulated layers use; pass an
-            importable one so ``durasim reproduce`` can rebuild the World
-            (default: adapted from ``factory``).
         progress: called with a line as each layer ends.
 
     Returns:
@@ -86,8 +76,7 @@ def run_conformance(
     unknown = set(chosen) - set(LAYERS)
     if unknown:
         raise ValueError(f"unknown layers {sorted(unknown)}: choose from {', '.join(LAYERS)}")
-    built = narrow(setup_factory(factory), capabilities)
-    sim_store = store if store is not None and capabilities is None else store_factory(built)
+    built = narrow(check_factory(factory), capabilities)
     name, declared, lacking = _describe(built)
     label = str(target or getattr(factory, "__qualname__", "factory"))
     rerun = f"durasim conformance {label}"
@@ -103,10 +92,10 @@ def run_conformance(
             groups = CONCURRENCY_GROUPS_PER_EXAMPLE * examples
             report = concurrency_layer(built, groups=groups, seed=seed, only=only, rerun=rerun)
         elif layer == "book":
-            report = book_layer(sim_store, declared=declared, seed=seed, only=only, rerun=rerun)
+            report = book_layer(built, declared=declared, seed=seed, only=only, rerun=rerun)
         else:
             report = explore_layer(
-                sim_store, declared=declared, examples=examples, seed=seed, only=only
+                built, declared=declared, examples=examples, seed=seed, only=only
             )
         reports.append(report)
         if progress is not None:

@@ -1,62 +1,38 @@
-"""The World under test: one factory, adapted to every layer that builds Worlds.
+"""The World under test: the factory a reference names, and narrowing what it declares.
 
-A World author writes one factory.  Its preferred form is the World model's,
-``factory(setup: WorldSetup) -> World`` (``setup`` carries the clock, the id
-source, ``max_deliveries`` and a scratch directory a durable World keeps its
-files in).  The simulator's form, ``factory(clock, ids) -> World``, is accepted
-too.  :func:`setup_factory` and :func:`store_factory` turn either into the form
-each layer calls.
+A World author writes one factory, ``make(setup: WorldSetup) -> World`` (see
+:class:`~durasim.worlds.WorldSetup`); every layer of the suite calls that one.
+:func:`load_factory` imports it by ``pkg.module:factory`` (so ``durasim
+reproduce`` can rebuild an exploration's World the same way), and
+:func:`narrow` tests a World as if it declared fewer capabilities.
 """
 
 from __future__ import annotations
 
-import atexit
 import importlib
-import inspect
-import shutil
 import sys
-import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, cast
 
 import attrs
 
-from durasim.checkers import WorldSetup
-from durasim.worlds import Capabilities, Clock, DurasimError, IdSource, World
+from durasim.worlds import (
+    Capabilities,
+    FactoryError,
+    World,
+    WorldFactory,
+    WorldSetup,
+    check_factory,
+)
 
-__all__ = [
-    "CAPABILITY_NAMES",
-    "AnyFactory",
-    "FactoryError",
-    "NarrowedWorld",
-    "SetupFactory",
-    "StoreFactory",
-    "load_factory",
-    "narrow",
-    "setup_factory",
-    "store_factory",
-]
-
-#: ``factory(setup) -> World``: the form every layer is given.
-SetupFactory = Callable[[WorldSetup], World]
-#: ``factory(clock, ids) -> World``: the simulator's store factories.
-StoreFactory = Callable[[Clock, IdSource], World]
-#: Either form.
-AnyFactory = SetupFactory | StoreFactory
+__all__ = ["CAPABILITY_NAMES", "NarrowedWorld", "load_factory", "narrow"]
 
 #: The feature flags of :class:`~durasim.worlds.Capabilities` a World may lack.
 CAPABILITY_NAMES = ("in_band_fence", "batch", "hook_resume_dedup", "queue", "streams")
 
-#: ``max_deliveries`` when the layer does not ask for dead letters.
-_NO_DELIVERY_LIMIT = 1_000_000
 
-
-class FactoryError(DurasimError, ValueError):
-    """A factory reference or a factory itself is unusable; the message says how to fix it."""
-
-
-def load_factory(ref: str) -> AnyFactory:
+def load_factory(ref: str) -> WorldFactory:
     """Import ``pkg.module:factory`` (the current directory is on the path, like ``python -m``)."""
     module_name, sep, qualname = ref.partition(":")
     if not sep or not module_name or not qualname:
@@ -75,64 +51,7 @@ def load_factory(ref: str) -> AnyFactory:
             f"cannot import the factory {ref!r}: {exc}; run from the directory holding "
             f"{module_name.split('.')[0]!r}, or put it on PYTHONPATH"
         ) from exc
-    if not callable(found):
-        raise FactoryError(f"{ref!r} is a {type(found).__name__}, not a factory of Worlds")
-    return cast(AnyFactory, found)
-
-
-def _arity(factory: AnyFactory) -> int:
-    try:
-        parameters = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return 1
-    positional = [
-        p
-        for p in parameters
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-    ]
-    return 2 if len(positional) >= 2 else 1
-
-
-def setup_factory(factory: AnyFactory) -> SetupFactory:
-    """``factory`` as ``factory(setup) -> World`` (a ``(clock, ids)`` factory is wrapped)."""
-    if _arity(factory) == 1:
-        return cast(SetupFactory, factory)
-    store = cast(StoreFactory, factory)
-
-    def from_setup(setup: WorldSetup) -> World:
-        return store(setup.clock, setup.ids)
-
-    from_setup.__qualname__ = getattr(factory, "__qualname__", "factory")
-    return from_setup
-
-
-_scratch: list[str] = []
-
-
-@atexit.register
-def _remove_scratch() -> None:
-    for directory in _scratch:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def store_factory(factory: AnyFactory) -> StoreFactory:
-    """``factory`` as ``factory(clock, ids) -> World`` (each World in a fresh scratch directory).
-
-    The directories are removed when the process exits.
-    """
-    if _arity(factory) == 2:
-        return cast(StoreFactory, factory)
-    build = cast(SetupFactory, factory)
-
-    def from_clock(clock: Clock, ids: IdSource) -> World:
-        directory = tempfile.mkdtemp(prefix="durasim-conformance-")
-        _scratch.append(directory)
-        setup = WorldSetup(
-            clock=clock, ids=ids, max_deliveries=_NO_DELIVERY_LIMIT, directory=Path(directory)
-        )
-        return build(setup)
-
-    return from_clock
+    return check_factory(found)
 
 
 @attrs.define(eq=False)
@@ -156,7 +75,7 @@ class NarrowedWorld:
         return getattr(self.inner, name)
 
 
-def narrow(factory: SetupFactory, capabilities: Iterable[str] | None) -> SetupFactory:
+def narrow(factory: WorldFactory, capabilities: Iterable[str] | None) -> WorldFactory:
     """``factory`` whose Worlds declare at most ``capabilities`` (``None``: as declared)."""
     if capabilities is None:
         return factory

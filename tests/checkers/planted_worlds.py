@@ -14,7 +14,6 @@ from typing import Any
 
 import attrs
 
-from durasim.checkers import WorldSetup
 from durasim.worlds import (
     BatchResult,
     Capabilities,
@@ -24,6 +23,7 @@ from durasim.worlds import (
     EventType,
     MemoryWorld,
     RunNotFound,
+    WorldSetup,
 )
 
 

@@ -11,7 +11,8 @@ import attrs
 import pytest
 
 from durasim.checkers import verify_replay, verify_replay_log
-from durasim.runtime import Worker, create_hook, resume_hook, serialize, start, step, workflow
+from durasim.runtime import Worker, create_hook, resume_hook, start, step, workflow
+from durasim.runtime.serialization import serialize
 from durasim.worlds import CountingIds, EventType, FixedClock, MemoryWorld, World
 
 SMUGGLED: dict[str, Any] = {"branch": "a", "sleep": False}

@@ -22,15 +22,9 @@ from typing import Any
 import ndflows
 import pytest
 
-from durasim.runtime import (
-    Limits,
-    RunPayloads,
-    Worker,
-    WorkflowSandboxError,
-    deserialize,
-    start,
-    step_definition,
-)
+from durasim.runtime import Limits, Worker, WorkflowSandboxError, start
+from durasim.runtime.lowlevel import RunPayloads, step_definition
+from durasim.runtime.serialization import deserialize
 from durasim.scenarios import explore, reproduce
 from durasim.worlds import CountingIds, EventType, FixedClock, MemoryWorld
 

@@ -23,7 +23,6 @@ from durasim.checkers import (
     ANOMALIES,
     Call,
     Record,
-    WorldSetup,
     check_linearizable,
     name_anomaly,
     read_anomalies,
@@ -42,6 +41,7 @@ from durasim.worlds import (
     Snapshot,
     SQLiteWorld,
     World,
+    WorldSetup,
 )
 
 CLOCK = FixedClock()

@@ -26,7 +26,6 @@ from typing import Any
 
 import attrs
 
-from durasim.checkers import WorldSetup
 from durasim.worlds import (
     BatchResult,
     EntityConflict,
@@ -41,6 +40,7 @@ from durasim.worlds import (
     SQLiteWorld,
     StepNotFound,
     World,
+    WorldSetup,
 )
 from durasim.worlds._sqlite import _WriteTransaction
 

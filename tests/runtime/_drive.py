@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from durasim.checkers import check_invariants, verify_replay
-from durasim.runtime import Run, Worker, find_workflow, serialize
+from durasim.runtime import Run, Worker
 from durasim.runtime._replay import Replay
-from durasim.worlds import Event, EventType, FixedClock, World
-
-_TERMINAL = (EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED)
+from durasim.runtime.lowlevel import find_workflow
+from durasim.runtime.serialization import serialize
+from durasim.worlds import RUN_TERMINAL_TYPES, Event, EventType, FixedClock, World
 
 
 async def run_to_end(
@@ -57,7 +57,7 @@ def replay_cold(events: list[Event]) -> Replay:
     replay.preload(events)
     replay.begin()
     for event in events:
-        if event.type in _TERMINAL:
+        if event.type in RUN_TERMINAL_TYPES:
             break
         replay.deliver(event)
     return replay
@@ -65,7 +65,7 @@ def replay_cold(events: list[Event]) -> Replay:
 
 def check_cold_replay(events: list[Event]) -> None:
     """Replay a finished log (all but its terminal event) and compare the outcome."""
-    terminal = next(e for e in events if e.type in _TERMINAL)
+    terminal = next(e for e in events if e.type in RUN_TERMINAL_TYPES)
     if terminal.type is EventType.RUN_CANCELLED or terminal.data.get("error_code") not in (
         None,
         "USER_ERROR",

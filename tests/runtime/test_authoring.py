@@ -14,21 +14,21 @@ import pytest
 from durasim.runtime import (
     DefinitionNotFound,
     InvalidDefinition,
-    StepDef,
     WorkflowCallError,
-    default_registry,
-    deserialize,
-    find_step,
-    find_workflow,
     serializable,
-    serialize,
     step,
-    step_definition,
     workflow,
-    workflow_definition,
 )
 from durasim.runtime._authoring import STEP_CALLER, closure_of, with_closure
 from durasim.runtime._ids import MAX_ID_LENGTH
+from durasim.runtime.lowlevel import (
+    StepDef,
+    find_step,
+    find_workflow,
+    step_definition,
+    workflow_definition,
+)
+from durasim.runtime.serialization import default_registry, deserialize, serialize
 
 MOD = __name__
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from durasim.runtime import InvalidDefinition, ManifestError, build_manifest
+from durasim.runtime import InvalidDefinition, ManifestError
+from durasim.runtime.lowlevel import build_manifest
 from durasim.scenarios import main
 
 PAY = """

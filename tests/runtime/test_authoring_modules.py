@@ -19,16 +19,9 @@ from typing import Any
 
 import pytest
 
-from durasim.runtime import (
-    DefinitionNotFound,
-    InvalidDefinition,
-    Worker,
-    find_workflow,
-    get_run,
-    step_definition,
-    workflow_definition,
-)
+from durasim.runtime import DefinitionNotFound, InvalidDefinition, Worker, get_run
 from durasim.runtime._modules import importable_name, module_name_of
+from durasim.runtime.lowlevel import find_workflow, step_definition, workflow_definition
 from durasim.scenarios import main
 from durasim.scenarios._cli_runs import import_module, load_target
 from durasim.worlds import SQLiteWorld

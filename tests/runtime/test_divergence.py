@@ -9,7 +9,8 @@ import pytest
 from _drive import run_to_end
 
 from durasim.checkers import check_invariants
-from durasim.runtime import WorkflowFailed, get_run, serialize, start, step, workflow
+from durasim.runtime import WorkflowFailed, get_run, start, step, workflow
+from durasim.runtime.serialization import serialize
 from durasim.worlds import EventRequest, FixedClock, RunStatus, SQLiteWorld, World
 
 PREFIX = "step//test_divergence//"

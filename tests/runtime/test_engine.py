@@ -272,7 +272,7 @@ async def test_start_with_a_run_id_is_idempotent(world: World, clock: FixedClock
 async def test_a_worker_without_the_workflow_gives_the_message_back(
     world: World, clock: FixedClock
 ) -> None:
-    from durasim.runtime._orchestrator import ORCHESTRATOR_QUEUE, wake_message
+    from durasim.runtime.lowlevel import ORCHESTRATOR_QUEUE, wake_message
     from durasim.worlds import EventRequest
 
     await world.events.create(

@@ -22,7 +22,7 @@ from durasim.runtime import (
     step,
     workflow,
 )
-from durasim.runtime._orchestrator import forget_kept_replays
+from durasim.runtime.lowlevel import engine_for
 from durasim.worlds import FixedClock, RunStatus, World, WorldError
 
 
@@ -330,7 +330,7 @@ async def test_a_handed_over_run_replays_cold_where_nothing_was_kept(
     run = await start(long_loop, 3, world=world)
     worker = Worker(world, limits=Limits(replay_budget=0.0))
     while await worker.run_one():
-        forget_kept_replays(world)  # as if each delivery ran in another process
+        engine_for(world).forget_kept_replays()  # as if each delivery ran in another process
     assert await run.result() == 3
     assert all(r.full_replays == 1 for r in worker.reports)
 

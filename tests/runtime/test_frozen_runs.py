@@ -18,21 +18,11 @@ import pytest
 from _drive import check_cold_replay, replay_cold, run_to_end
 
 from durasim.checkers import verify_replay_log
-from durasim.runtime import (
-    Limits,
-    RetryableError,
-    RunPayloads,
-    Worker,
-    serializable,
-    serialize,
-    start,
-    step,
-    step_definition,
-    workflow,
-)
-from durasim.runtime._orchestrator import forget_kept_replays
+from durasim.runtime import Limits, RetryableError, Worker, serializable, start, step, workflow
 from durasim.runtime._payloads import refers_to_records
 from durasim.runtime._replay import Replay
+from durasim.runtime.lowlevel import RunPayloads, engine_for, step_definition
+from durasim.runtime.serialization import serialize
 from durasim.sim import FAULT_KINDS, Match, Sim
 from durasim.worlds import Event, EventType, FixedClock, World
 
@@ -232,7 +222,7 @@ async def test_a_cold_delivery_mid_run_continues_with_the_same_references(
     FLAKY.update({21, 51})  # the answers of turns 10 and 25
     run = await start(chat_flaky, turns, world=world)
     for _ in range(20):
-        forget_kept_replays(world)
+        engine_for(world).forget_kept_replays()
         await Worker(world).drain()
         if (await run.status()).terminal:
             break

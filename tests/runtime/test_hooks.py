@@ -171,14 +171,15 @@ async def test_a_delivery_that_reads_before_its_wake_up_gives_the_message_back(
     world: World, clock: FixedClock
 ) -> None:
     """A World may serve a stale prefix (protocol.md §8): the wake-up names what it is for."""
-    from durasim.runtime import deliver
+    from durasim.runtime.lowlevel import engine_for
 
+    engine = engine_for(world)
     run = await start(wf_hooks.one_payload, world=world)
     await Worker(world).drain()
     event = await resume_hook(await _token(world, run.run_id), "late", world=world)
-    report = await deliver(world, run.run_id, min_seq=event.seq + 1)  # as if not yet visible
+    report = await engine.deliver(run.run_id, min_seq=event.seq + 1)  # as if not yet visible
     assert report.status == "unavailable"
     assert await run.status() is RunStatus.RUNNING
-    report = await deliver(world, run.run_id, min_seq=event.seq)
+    report = await engine.deliver(run.run_id, min_seq=event.seq)
     assert report.status == "finished"
     assert await run.result() == "late"

@@ -18,7 +18,9 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from durasim.runtime import RunPayloads, serializable, serialize
+from durasim.runtime import serializable
+from durasim.runtime.lowlevel import RunPayloads
+from durasim.runtime.serialization import serialize
 from durasim.worlds import Event, EventType
 
 T = EventType

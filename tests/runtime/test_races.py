@@ -7,7 +7,8 @@ from collections import Counter
 
 from _drive import check_cold_replay
 
-from durasim.runtime import deliver, start, step, workflow
+from durasim.runtime import start, step, workflow
+from durasim.runtime.lowlevel import engine_for
 from durasim.worlds import FixedClock, World
 
 
@@ -27,7 +28,8 @@ async def hops(n: int) -> int:
 
 async def test_overlapping_deliveries_write_one_history(world: World, clock: FixedClock) -> None:
     run = await start(hops, 6, world=world)
-    first, second = await asyncio.gather(deliver(world, run.run_id), deliver(world, run.run_id))
+    engine = engine_for(world)
+    first, second = await asyncio.gather(engine.deliver(run.run_id), engine.deliver(run.run_id))
     statuses = sorted([first.status, second.status])
     assert "finished" in statuses
     assert statuses in (["finished", "superseded"], ["finished", "finished"])
@@ -44,9 +46,9 @@ async def test_overlapping_deliveries_write_one_history(world: World, clock: Fix
 
 async def test_a_superseded_delivery_writes_nothing_more(world: World, clock: FixedClock) -> None:
     run = await start(hops, 3, world=world)
-    winner = await deliver(world, run.run_id)
+    winner = await engine_for(world).deliver(run.run_id)
     assert winner.status == "finished"
     before = len(await run.events())
-    late = await deliver(world, run.run_id)  # a duplicate message, after the end
+    late = await engine_for(world).deliver(run.run_id)  # a duplicate message, after the end
     assert late.status == "finished"
     assert len(await run.events()) == before

@@ -24,11 +24,11 @@ from durasim.runtime import (
     create_hook,
     get_run,
     resume_hook,
-    serialize,
     start,
     step,
     workflow,
 )
+from durasim.runtime.serialization import serialize
 from durasim.worlds import CountingIds, EventRequest, FixedClock, MemoryWorld, RunStatus, World
 
 EDIT: dict[str, Any] = {}

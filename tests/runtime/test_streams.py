@@ -20,15 +20,14 @@ from durasim.runtime import (
     StepMetadata,
     StreamRewriteError,
     Writable,
-    deserialize,
     get_writable,
     read_stream,
-    serialize,
     start,
     step,
     workflow,
 )
 from durasim.runtime._streams import _ATTEMPTS, FRAME_PREFIX, _state
+from durasim.runtime.serialization import deserialize, serialize
 from durasim.worlds import (
     CountingIds,
     DurasimError,

@@ -26,16 +26,15 @@ from durasim.runtime import (
     Worker,
     create_hook,
     create_webhook,
-    deserialize,
     get_workflow_metadata,
     resume_hook,
-    serialize,
     start,
     step,
     webhook_app,
     workflow,
 )
 from durasim.runtime._webhooks import response_stream, webhook_metadata
+from durasim.runtime.serialization import deserialize, serialize
 from durasim.worlds import Event, EventType, HookStatus, World
 
 DEADLINE = 20.0

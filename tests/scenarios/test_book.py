@@ -11,27 +11,28 @@ from _postgres_support import new_schema, require_postgres
 
 from durasim.scenarios.book import BOOK, Scenario, ScenarioFailed, run_scenario
 from durasim.scenarios.book import _workflows as wf
-from durasim.scenarios.book._model import StoreFactory
 from durasim.sim import Sim, SimClock, SimLoop
-from durasim.worlds import Capabilities, MemoryWorld, SQLiteWorld, World
+from durasim.worlds import Capabilities, MemoryWorld, SQLiteWorld, World, WorldFactory, WorldSetup
 
 KINDS = ["memory", "sqlite", "postgres"]
 
 
-def store_factory(kind: str, directory: Path) -> StoreFactory | None:
+def factory_of_kind(kind: str, directory: Path) -> WorldFactory | None:
     """A factory of fresh Worlds of ``kind`` on the simulation's clock and ids."""
     if kind == "memory":
         return None
     if kind == "sqlite":
-        return lambda clock, ids: SQLiteWorld(directory / "book.db", clock=clock, ids=ids)
+        return lambda setup: SQLiteWorld(directory / "book.db", clock=setup.clock, ids=setup.ids)
     dsn = require_postgres()
     if not SIM_CAN_DO_IO:
         pytest.skip("the simulator's loop cannot do I/O, so PostgresWorld cannot connect")
 
-    def postgres(clock: Any, ids: Any) -> World:
+    def postgres(setup: WorldSetup) -> World:
         from durasim.worlds import PostgresWorld
 
-        return PostgresWorld(dsn, schema=new_schema(), clock=clock, ids=ids, pool_size=2)
+        return PostgresWorld(
+            dsn, schema=new_schema(), clock=setup.clock, ids=setup.ids, pool_size=2
+        )
 
     return postgres
 
@@ -64,7 +65,7 @@ def _param(scenario: Scenario) -> Any:
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("scenario", [_param(s) for s in BOOK])
 def test_scenario(scenario: Scenario, kind: str, tmp_path: Path) -> None:
-    result = run_scenario(scenario, store=store_factory(kind, tmp_path))
+    result = run_scenario(scenario, store=factory_of_kind(kind, tmp_path))
     assert result.skipped is None, result.detail
     assert result.ok, f"{result.detail}\n\ntrace:\n{result.trace}"
     if kind != "memory" and not scenario.known_red:
@@ -114,7 +115,7 @@ class _NoDedup(MemoryWorld):
 
 def test_a_missing_capability_skips_the_scenario() -> None:
     needs = next(s for s in BOOK if "hook_resume_dedup" in s.requires)
-    result = run_scenario(needs, store=lambda clock, ids: _NoDedup(clock=clock, ids=ids))
+    result = run_scenario(needs, store=lambda setup: _NoDedup(clock=setup.clock, ids=setup.ids))
     assert result.ok
     assert result.skipped == "the World lacks hook_resume_dedup"
 

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from durasim.checkers import WorldSetup
 from durasim.scenarios import main
 from durasim.scenarios.conformance import load_factory, run_conformance
-from durasim.worlds import MemoryWorld, SQLiteWorld, World
+from durasim.worlds import FactoryError, MemoryWorld, SQLiteWorld, World, WorldSetup
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,13 +41,14 @@ def test_reference_worlds_pass_contract_and_model(factory: object) -> None:
     assert "verdict: PASSED" in report.render()
 
 
-def test_sim_store_factories_are_accepted_too() -> None:
+def test_the_old_clock_ids_factory_shape_is_refused_with_the_fix() -> None:
     def store(clock: object, ids: object) -> World:
         return MemoryWorld(clock=clock, ids=ids)  # type: ignore[arg-type]
 
-    report = run_conformance(store, layers=("contract",), only="test_hook_lifecycle")
-    assert report.ok, report.render()
-    assert report.layers[0].passed == 1
+    with pytest.raises(FactoryError, match=r"store\(clock, ids\) has the old shape") as caught:
+        run_conformance(store, layers=("contract",))  # type: ignore[arg-type]
+    assert "def store(setup: WorldSetup) -> World" in str(caught.value)
+    assert "durasim.worlds" in str(caught.value)
 
 
 def test_undeclared_capabilities_are_skipped_and_named() -> None:

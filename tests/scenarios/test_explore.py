@@ -261,8 +261,8 @@ def test_explore_runs_over_a_sqlite_world(tmp_path: Path) -> None:
         5,
         max_examples=30,
         seed=4,
-        world_factory=lambda clock, ids: SQLiteWorld(
-            tmp_path / f"w{next(numbers)}.db", clock=clock, ids=ids
+        world_factory=lambda setup: SQLiteWorld(
+            tmp_path / f"w{next(numbers)}.db", clock=setup.clock, ids=setup.ids
         ),
     )
     assert result.ok, result.render()
@@ -282,8 +282,8 @@ def test_explore_runs_over_a_postgres_world() -> None:
         5,
         max_examples=15,
         seed=4,
-        world_factory=lambda clock, ids: PostgresWorld(
-            dsn, schema=new_schema(), clock=clock, ids=ids, pool_size=2
+        world_factory=lambda setup: PostgresWorld(
+            dsn, schema=new_schema(), clock=setup.clock, ids=setup.ids, pool_size=2
         ),
     )
     assert result.ok, result.render()

@@ -10,7 +10,8 @@ from _ser_support import Color, Message, assert_same
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from durasim.runtime import FrozenValues, MemoryRecordStore, SerializationError, deserialize
+from durasim.runtime import SerializationError
+from durasim.runtime.serialization import FrozenValues, MemoryRecordStore, deserialize
 
 
 class Run:

@@ -23,7 +23,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from _ser_support import Box, Color, Message, Pair, Point, RegisteredError, assert_same
 
-from durasim.runtime import FatalError, RetryableError, deserialize, serialize
+from durasim.runtime import FatalError, RetryableError
+from durasim.runtime.serialization import deserialize, serialize
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "serialization" / "payloads.json"
 
@@ -120,3 +121,23 @@ def test_golden_bytes_decode_to_the_value(name: str) -> None:
     else:
         assert_same(CASES[name], decoded)
     assert serialize(decoded) == stored
+
+
+#: durasim's errors as encoded before their classes reported a public ``__module__``
+#: (the ``t`` field named the private module): logs written then still decode alike.
+_BEFORE_PUBLIC_MODULES = (
+    'dj1:t[{"#":"x","t":"durasim.runtime.serialization._errors.FatalError",'
+    '"c":"error//durasim//FatalError","a":["stop"],"k":{}},'
+    '{"#":"x","t":"durasim.runtime.serialization._errors.RetryableError",'
+    '"c":"error//durasim//RetryableError","a":["later"],'
+    '"k":{"retry_after":{"#":"td","v":[0,30,0]}}}]'
+)
+
+
+def test_errors_encoded_with_their_private_module_still_decode() -> None:
+    fatal, retryable = deserialize(_BEFORE_PUBLIC_MODULES.encode("ascii"))
+    assert type(fatal) is FatalError
+    assert str(fatal) == "stop"
+    assert type(retryable) is RetryableError
+    assert retryable.retry_after == timedelta(seconds=30)
+    assert b"durasim.runtime.serialization.FatalError" in serialize(fatal)

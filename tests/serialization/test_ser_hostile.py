@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from durasim.runtime import (
+from durasim.runtime import SerializationError
+from durasim.runtime.serialization import (
     MAX_DEPTH,
     FrozenValues,
     MemoryRecordStore,
-    SerializationError,
     deserialize,
     serialize,
 )

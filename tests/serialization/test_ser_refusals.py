@@ -17,15 +17,13 @@ import attrs
 import pytest
 
 from durasim.runtime import (
-    ClassRegistry,
     FatalError,
     RetryableError,
     RevivedError,
     SerializationError,
-    deserialize,
     serializable,
-    serialize,
 )
+from durasim.runtime.serialization import ClassRegistry, deserialize, serialize
 from durasim.worlds import DurasimError
 
 

@@ -10,7 +10,7 @@ import pytest
 from _ser_support import Box, Message, Point, assert_same, values
 from hypothesis import given, settings
 
-from durasim.runtime import deserialize, serialize
+from durasim.runtime.serialization import deserialize, serialize
 
 
 @settings(max_examples=300)

@@ -24,7 +24,7 @@ from durasim.sim import (
     _scheduler,  # the shortcuts under test are private
     simulate,
 )
-from durasim.worlds import CountingIds, IdSource, RunStatus, SQLiteWorld, World, housekeeping
+from durasim.worlds import CountingIds, RunStatus, SQLiteWorld, World, WorldSetup, housekeeping
 
 
 async def _two_chains(sim: Sim) -> list[Any]:
@@ -186,8 +186,8 @@ def test_until_sees_a_point_without_holding() -> None:
 
 
 def _sqlite(path: Path) -> Any:
-    def build(clock: SimClock, ids: IdSource) -> World:
-        return SQLiteWorld(path, clock=clock, ids=ids)
+    def build(setup: WorldSetup) -> World:
+        return SQLiteWorld(path, clock=setup.clock, ids=setup.ids)
 
     return build
 

@@ -11,8 +11,8 @@ import pytest
 from simflows import chain, sleepy
 
 from durasim.runtime import step, workflow
-from durasim.sim import BudgetExceeded, Sim, SimClock, StuckCode
-from durasim.worlds import IdSource, SQLiteWorld
+from durasim.sim import BudgetExceeded, Sim, StuckCode
+from durasim.worlds import SQLiteWorld, WorldSetup
 
 #: Small enough to keep the suite fast; the one budget each test below relies on.
 BUDGET = 0.5
@@ -87,8 +87,8 @@ def test_a_step_body_that_never_yields_ends_with_a_report_naming_it() -> None:
 def test_after_the_interrupt_a_sqlite_world_can_be_read_reported_and_closed(
     tmp_path: Path,
 ) -> None:
-    def sqlite(clock: SimClock, ids: IdSource) -> SQLiteWorld:
-        return SQLiteWorld(tmp_path / "w.db", clock=clock, ids=ids)
+    def sqlite(setup: WorldSetup) -> SQLiteWorld:
+        return SQLiteWorld(tmp_path / "w.db", clock=setup.clock, ids=setup.ids)
 
     async def script(sim: Sim) -> tuple[Any, ...]:
         outcome = await sim.run(spins_in_step)

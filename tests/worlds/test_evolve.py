@@ -9,13 +9,13 @@ import pytest
 
 from durasim.worlds import (
     EPOCH,
-    Hook,
+    HookRecord,
     HookStatus,
-    Run,
+    RunRecord,
     RunStatus,
-    Step,
+    StepRecord,
     StepStatus,
-    Wait,
+    WaitRecord,
     WaitStatus,
 )
 from durasim.worlds._entities import evolve
@@ -23,7 +23,7 @@ from durasim.worlds._entities import evolve
 LATER = EPOCH + timedelta(seconds=5)
 
 ENTITIES = [
-    Run(
+    RunRecord(
         run_id="wrun_1",
         workflow_name="workflow//m//f",
         status=RunStatus.PENDING,
@@ -32,7 +32,7 @@ ENTITIES = [
         created_at=EPOCH,
         updated_at=EPOCH,
     ),
-    Step(
+    StepRecord(
         run_id="wrun_1",
         step_id="step//m//s#1",
         step_name="step//m//s",
@@ -43,7 +43,7 @@ ENTITIES = [
         created_at=EPOCH,
         updated_at=EPOCH,
     ),
-    Hook(
+    HookRecord(
         run_id="wrun_1",
         hook_id="hook#1",
         token="tok",
@@ -51,7 +51,7 @@ ENTITIES = [
         created_at=EPOCH,
         updated_at=EPOCH,
     ),
-    Wait(
+    WaitRecord(
         run_id="wrun_1",
         wait_id="sleep#1",
         status=WaitStatus.WAITING,
@@ -75,7 +75,7 @@ def test_every_field_changed_or_kept_as_attrs_would(entity: object) -> None:
 
 
 def test_an_unknown_field_is_refused_by_name() -> None:
-    with pytest.raises(TypeError, match=r"Step has no field\(s\) \['colour'\]"):
+    with pytest.raises(TypeError, match=r"StepRecord has no field\(s\) \['colour'\]"):
         evolve(ENTITIES[1], colour="red", status=StepStatus.RUNNING)
 
 

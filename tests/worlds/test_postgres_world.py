@@ -1,6 +1,6 @@
 """PostgreSQL-only tests: several processes, migrations racing, lost connections.
 
-The contract and model tests already run on PostgreSQL through ``world_factory``;
+The contract and model tests already run on PostgreSQL through ``durasim_world_factory``;
 these pin what only a shared server can get wrong.
 """
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from hypothesis import settings
 
-from durasim.checkers import WorldSetup, world_model_for
-from durasim.worlds import MemoryWorld, SQLiteWorld, World
+from durasim.checkers import world_model_for
+from durasim.worlds import MemoryWorld, SQLiteWorld, World, WorldSetup
 
 
 def memory_world(setup: WorldSetup) -> World:

@@ -4,7 +4,7 @@ Each contract module imports ``world``, ``clock`` and ``make_world`` from here, 
 the tests run the same way whether pytest collected them from the installed
 package (``pytest --durasim-conformance``) or a repository re-exported them.
 The one thing the user provides is ``durasim_world_factory``, a fixture that
-returns a factory ``factory(setup: WorldSetup) -> World`` (docs/conformance.md).
+returns a factory ``make(setup: WorldSetup) -> World`` (docs/conformance.md).
 
 Capabilities gate the tests: the World handed to a test is wrapped by
 :class:`GatedWorld`, and a test that uses a feature the World does not declare
@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 import pytest
 
-from durasim.checkers import WorldSetup
 from durasim.worlds import (
     BatchResult,
     Capabilities,
@@ -32,6 +31,9 @@ from durasim.worlds import (
     EventResult,
     FixedClock,
     World,
+    WorldFactory,
+    WorldSetup,
+    check_factory,
 )
 
 __all__ = [
@@ -149,8 +151,9 @@ def clock() -> FixedClock:
 
 
 @pytest.fixture
-def make_world(durasim_world_factory: Callable[[WorldSetup], World], tmp_path: Path) -> MakeWorld:
+def make_world(durasim_world_factory: WorldFactory, tmp_path: Path) -> MakeWorld:
     """Builds fresh Worlds from the user's factory, each in its own empty directory."""
+    factory = check_factory(durasim_world_factory)
     counter = itertools.count()
 
     def make(clock: FixedClock, *, max_deliveries: int = NO_DELIVERY_LIMIT) -> World:
@@ -159,7 +162,7 @@ def make_world(durasim_world_factory: Callable[[WorldSetup], World], tmp_path: P
         setup = WorldSetup(
             clock=clock, ids=CountingIds(), max_deliveries=max_deliveries, directory=directory
         )
-        return cast(World, GatedWorld(durasim_world_factory(setup)))
+        return cast(World, GatedWorld(factory(setup)))
 
     return make
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from durasim.worlds import (
     EventRequest,
-    Run,
+    RunRecord,
     World,
 )
 
@@ -67,9 +67,9 @@ async def end_run(world: World, run_id: str, how: str) -> None:
         await world.events.create(run_id, req("run_cancelled", reason="operator"))
 
 
-async def all_runs(world: World) -> tuple[Run, ...]:
+async def all_runs(world: World) -> tuple[RunRecord, ...]:
     """Every run, newest first, following cursors."""
-    runs: list[Run] = []
+    runs: list[RunRecord] = []
     cursor = None
     while True:
         page = await world.runs.list(limit=100, cursor=cursor)

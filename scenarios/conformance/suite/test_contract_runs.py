@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from durasim.worlds import FixedClock, InvalidRequest, Run, RunStatus, World
+from durasim.worlds import FixedClock, InvalidRequest, RunRecord, RunStatus, World
 
 from ._fixtures import clock, make_world, world  # noqa: F401 -- fixtures
 from ._helpers import all_runs, assert_refused, end_run, new_run, new_running_run
@@ -28,7 +28,7 @@ async def _population(world: World, clock: FixedClock) -> list[str]:
     return ids
 
 
-def _expected_order(runs: list[Run]) -> list[str]:
+def _expected_order(runs: list[RunRecord]) -> list[str]:
     ordered = sorted(runs, key=lambda r: (r.created_at, r.run_id), reverse=True)
     return [r.run_id for r in ordered]
 
@@ -78,7 +78,7 @@ async def test_runs_cursor_paging(
 ) -> None:
     await _population(world, clock)
     whole = await world.runs.list(limit=100, **filters)  # type: ignore[arg-type]
-    seen: list[Run] = []
+    seen: list[RunRecord] = []
     cursor = None
     pages = 0
     while True:

@@ -8,7 +8,10 @@ size and seed the searches.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +21,8 @@ from durasim.checkers import run_concurrency, run_world_model
 # Absolute: pytest may import this file as ``scenarios.conformance.suite.test_layers``
 # (its rootdir logic), and the example workflows must keep their one module name.
 from durasim.scenarios.conformance._layers import RUNTIME_NEEDS
-from durasim.scenarios.conformance._target import AnyFactory, setup_factory, store_factory
 from durasim.scenarios.conformance.examples import EXAMPLES
+from durasim.worlds import CountingIds, FixedClock, WorldFactory, WorldSetup, check_factory
 
 try:
     from durasim.scenarios.book import BOOK
@@ -27,43 +30,35 @@ except ImportError:  # the book is not installed: no scenario tests
     BOOK = ()
 
 
-def _declared(factory: AnyFactory) -> Any:
-    import tempfile
-    from pathlib import Path
-
-    from durasim.checkers import WorldSetup
-    from durasim.worlds import CountingIds, FixedClock
-
+def _declared(factory: WorldFactory) -> Any:
     with tempfile.TemporaryDirectory() as scratch:
         setup = WorldSetup(
             clock=FixedClock(), ids=CountingIds(), max_deliveries=2, directory=Path(scratch)
         )
-        world = setup_factory(factory)(setup)
+        world = check_factory(factory)(setup)
         caps = world.capabilities
-        import asyncio
-
         asyncio.run(world.close())
     return caps
 
 
-def _require(factory: AnyFactory, needs: Any) -> None:
+def _require(factory: WorldFactory, needs: Any) -> None:
     caps = _declared(factory)
     for name in sorted(needs):
         if not getattr(caps, name):
             pytest.skip(f"capability {name!r} not declared by the World (Capabilities.{name})")
 
 
-def test_world_model(durasim_world_factory: AnyFactory, pytestconfig: pytest.Config) -> None:
+def test_world_model(durasim_world_factory: WorldFactory, pytestconfig: pytest.Config) -> None:
     run_world_model(
-        setup_factory(durasim_world_factory),
+        durasim_world_factory,
         max_examples=pytestconfig.getoption("durasim_examples"),
         seed=pytestconfig.getoption("durasim_seed"),
     )
 
 
-def test_concurrency(durasim_world_factory: AnyFactory, pytestconfig: pytest.Config) -> None:
+def test_concurrency(durasim_world_factory: WorldFactory, pytestconfig: pytest.Config) -> None:
     result = run_concurrency(
-        setup_factory(durasim_world_factory),
+        durasim_world_factory,
         groups=8 * pytestconfig.getoption("durasim_examples"),
         seed=pytestconfig.getoption("durasim_seed"),
     )
@@ -72,7 +67,7 @@ def test_concurrency(durasim_world_factory: AnyFactory, pytestconfig: pytest.Con
 
 @pytest.mark.parametrize("scenario", BOOK, ids=lambda s: str(s.name))
 def test_book(
-    durasim_world_factory: AnyFactory, scenario: Any, pytestconfig: pytest.Config
+    durasim_world_factory: WorldFactory, scenario: Any, pytestconfig: pytest.Config
 ) -> None:
     from durasim.scenarios.book import run_scenario
 
@@ -81,7 +76,7 @@ def test_book(
         pytest.xfail(f"known red: {scenario.known_red}")
     result = run_scenario(
         scenario,
-        store=store_factory(durasim_world_factory),
+        store=durasim_world_factory,
         seed=pytestconfig.getoption("durasim_seed"),
     )
     assert result.ok, f"{result.detail}\n--- trace ---\n{result.trace}"
@@ -91,7 +86,7 @@ def test_book(
     ("workflow", "args", "hooks"), EXAMPLES, ids=lambda v: getattr(v, "__name__", "")
 )
 def test_explore(
-    durasim_world_factory: AnyFactory,
+    durasim_world_factory: WorldFactory,
     workflow: Any,
     args: tuple[Any, ...],
     hooks: dict[str, Any],
@@ -104,7 +99,7 @@ def test_explore(
     result = explore(
         workflow,
         *args,
-        world_factory=store_factory(durasim_world_factory),
+        world_factory=durasim_world_factory,
         hooks=hooks,
         max_examples=pytestconfig.getoption("durasim_examples"),
         seed=pytestconfig.getoption("durasim_seed"),
