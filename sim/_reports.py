@@ -10,7 +10,7 @@ import attrs
 
 from durasim.worlds import Event, Hook, Message, Run, RunStatus, Step, Wait
 
-from ._scheduler import Rejection
+from ._calls import Rejection
 
 __all__ = ["IdleReport", "RunOutcome", "RunStall", "SimSnapshot", "StallReport", "StuckCode"]
 

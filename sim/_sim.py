@@ -30,6 +30,7 @@ from durasim.worlds._time import CountingIds
 
 from ._choices import ChoiceSource, as_choice_source
 from ._clock import SimClock
+from ._deliveries import Deliveries
 from ._errors import AlreadyPassedError, BudgetExceeded, SimError, WallBudgetInterrupt
 from ._points import EXTERNAL, ORCHESTRATOR, STEP, Match, Point, Writer, WriterPattern
 from ._reports import IdleReport, RunOutcome, RunStall, SimSnapshot, StallReport
@@ -80,7 +81,7 @@ class Hold:
         """Crash the held writer's delivery here (its lease expires later)."""
         if self._parked is None:
             raise SimError("crash(): nothing is held yet; await the hold first")
-        self._core.crash(self._parked.actor, self._parked.point)
+        self._core.deliveries.crash(self._parked.actor, self._parked.point)
 
 
 class WriterHandle:
@@ -168,7 +169,7 @@ class WriterHandle:
         if self._held is None:
             raise SimError(f"crash(): {self.pattern.label} is not held; run it to a point first")
         held, self._held = self._held, None
-        self._core.crash(held.actor, held.point)
+        self._core.deliveries.crash(held.actor, held.point)
 
 
 class DeferredCommit:
@@ -501,7 +502,7 @@ class Sim:
         """
         expired = 0
         seen: set[str] = set()
-        for record in self._core.deliveries.values():
+        for record in self._core.deliveries.records.values():
             if record.status != "running" or record.actor.crashed or record.actor.duplicate:
                 continue
             if record.actor.writer.kind != ORCHESTRATOR or record.message_id in seen:
@@ -509,7 +510,7 @@ class Sim:
             if run_id is not None and record.run_id != run_id:
                 continue
             seen.add(record.message_id)
-            self._core.expire(record.message_id, redeliver=redeliver)
+            self._core.deliveries.expire(record.message_id, redeliver=redeliver)
             expired += 1
         return expired
 
@@ -518,7 +519,7 @@ class Sim:
 
         Those reads are truncated just before it (always a prefix of the log).
         """
-        self._core.withhold(reads, run_id)
+        self._core.faults.withhold(reads, run_id)
         self._core.trace.add(
             "fault",
             f"the next event{f' of {run_id}' if run_id else ''} is withheld from {reads} read(s)",
@@ -559,19 +560,19 @@ class Sim:
                     f"message {slot.message.message_id} cannot be delivered now: its run's "
                     "orchestrator lease is live (pass force=True to overlap) or it is not due"
                 )
-            numbers.append(self._core.launch(slot).number)
+            numbers.append(self._core.deliveries.launch(slot).number)
         return numbers
 
     def duplicate_delivery(self, run_id: str | None = None) -> int:
         """Deliver the run's in-flight orchestrator message a second time, now."""
-        for record in self._core.deliveries.values():
+        for record in self._core.deliveries.records.values():
             if record.status != "running" or record.actor.writer.kind != ORCHESTRATOR:
                 continue
             if run_id is not None and record.run_id != run_id:
                 continue
             slot = self._core.queue.slot(record.message_id)
             if slot is not None:
-                return self._core.launch(slot, duplicate=True).number
+                return self._core.deliveries.launch(slot, duplicate=True).number
         raise SimError(f"no orchestrator delivery of {run_id or 'any run'} is in flight")
 
     @property
@@ -622,7 +623,7 @@ class Sim:
     @property
     def faults_injected(self) -> list[str]:
         """The kinds of the faults the choice source injected, in order."""
-        return list(self._core.injected)
+        return list(self._core.faults.injected)
 
     @property
     def deliveries(self) -> int:
@@ -647,7 +648,7 @@ class Sim:
             hooks=hooks,
             waits=waits,
             pending=self._core.queue.pending(),
-            rejections=tuple(self._core.rejections),
+            rejections=tuple(self._core.call_log.rejections),
         )
 
     async def stall_report(self) -> StallReport:
@@ -690,7 +691,7 @@ class Sim:
 #: After this many interrupts (or one of the script itself) the Sim stops trying to go on.
 _GIVE_UP = 3
 #: Frames the watchdog's report names a writer by: a delivery's, the script's.
-_DELIVER_CODE = Scheduler._deliver.__code__
+_DELIVER_CODE = Deliveries._deliver.__code__
 _MAIN_CODE = Sim._main.__code__
 
 
