@@ -4,13 +4,16 @@ The workflow author needs only :mod:`durasim.runtime`.  What is here is for
 drivers of the runtime (the simulator, the checkers, custom workers): the
 per-World :class:`Engine`, its message vocabulary (:class:`WakeMessage`,
 :func:`parse_message`), how a delivery ends (:class:`DeliveryStatus`) and what
-becomes of its message (:class:`Settlement`, :func:`settle`, :func:`backoff`).
-Packages above the runtime import these names from here, never from a private
-``durasim.runtime._module`` (tests/test_private_imports.py checks it).
+becomes of its message (:class:`Settlement`, :func:`settle`, :func:`backoff`), and
+the :class:`LeaseKeeper` a worker's heartbeat drives in real time (the simulator
+drives it in virtual time).  Packages above the runtime import these names from
+here, never from a private ``durasim.runtime._module`` (tests/test_private_imports.py
+checks it).
 """
 
 from ._determinism import wall_monotonic
 from ._engine import KEPT_REPLAYS, Engine, Handled, engine_for
+from ._leases import DEFAULT_LEASE_SECONDS, DEFAULT_RENEW_EVERY, LeaseKeeper
 from ._metadata import STEP_METADATA, StepMetadata, WorkflowMetadata
 from ._modules import importable_name
 from ._orchestrator import forget_kept_replays, load_log
@@ -39,6 +42,8 @@ from ._wake import (
 from ._worker import apply_settlement
 
 __all__ = [
+    "DEFAULT_LEASE_SECONDS",
+    "DEFAULT_RENEW_EVERY",
     "KEPT_REPLAYS",
     "MAX_BACKOFF",
     "ORCHESTRATOR_QUEUE",
@@ -49,6 +54,7 @@ __all__ = [
     "DeliveryStatus",
     "Engine",
     "Handled",
+    "LeaseKeeper",
     "MalformedMessage",
     "SettleAction",
     "Settlement",

@@ -4,8 +4,10 @@ The simulator is the worker: :meth:`Deliveries.launch` claims a message from
 the recording queue and runs it as a task working for its own
 :class:`~durasim.sim.SimWorld` actor, through the World's engine
 (:meth:`Engine.handle_message`, the call a ``Worker`` makes after parsing),
-then applies the settlement the engine returns to the queue.  A crash stops a
-delivery where it is.
+then applies the settlement the engine returns to the queue.  Meanwhile its
+lease is kept by the runtime's lease keeper (``_leases.py``); a delivery that
+claims a message whose lease lapsed while its holder still runs *takes it
+over*.  A crash stops a delivery where it is.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from durasim.runtime.lowlevel import (
 from durasim.worlds import WorldError
 
 from ._errors import Crashed, WallBudgetInterrupt
+from ._leases import Leases
 from ._points import ORCHESTRATOR, STEP, Point, Writer, step_short_name
 from ._queue import QueueSlot
 from ._world import ACTOR, Actor
@@ -54,13 +57,13 @@ class Deliveries:
     Args:
         core: the scheduler (its queue, trace, engine, limits and loop).
         max_deliveries: the delivery budget; launching past it halts the scheduler.
-        lease_seconds: how long a crashed delivery's lease lingers.
+        leases: where each delivery's lease is kept and renewed.
     """
 
-    def __init__(self, core: Scheduler, *, max_deliveries: int, lease_seconds: float) -> None:
+    def __init__(self, core: Scheduler, *, max_deliveries: int, leases: Leases) -> None:
         self.core = core
         self.max_deliveries = max_deliveries
-        self.lease_seconds = lease_seconds
+        self.leases = leases
         #: Every delivery launched, by number.
         self.records: dict[int, DeliveryRecord] = {}
 
@@ -77,7 +80,9 @@ class Deliveries:
         if duplicate and slot.lease_id is not None:
             delivery = None
         else:
-            delivery = core.queue.take(message.message_id, lease_seconds=self.lease_seconds)
+            delivery = core.queue.take(
+                message.message_id, lease_seconds=self.leases.policy.lease_seconds
+            )
             message = delivery.message
         parsed = parse_message(message.queue_name, message.payload)
         run_id = parsed.run_id
@@ -101,6 +106,14 @@ class Deliveries:
             f"d{number} {what} {message.message_id} {message.queue_name} run={run_id} "
             f"attempt={message.attempt}",
         )
+        if delivery is not None:
+            previous = self.leases.hold(number, delivery)
+            if previous is not None:
+                core.trace.add(
+                    "delivery",
+                    f"d{number} takes over {message.message_id} from d{previous}, which still "
+                    "runs (its lease ran out)",
+                )
         coro = self._deliver(record, message.attempt, parsed, delivery)
         context = contextvars.copy_context()
         context.run(ACTOR.set, actor)
@@ -151,13 +164,14 @@ class Deliveries:
         core.trace.add("delivery", f"d{record.number} ended: {status}")
         if delivery is None or record.actor.crashed:
             return
+        self.leases.release(record.number)
         try:
             core.queue.settle(delivery, release_after=settlement.release_after)
         except WorldError:
             core.trace.add("note", f"d{record.number} could not settle {record.message_id}")
 
     def crash(self, actor: Actor, point: Point | None = None) -> None:
-        """Crash ``actor``'s delivery: it stops at once; its lease expires later."""
+        """Crash ``actor``'s delivery: it stops at once; its lease lapses (no more renewals)."""
         if actor.crashed:
             return
         core = self.core
@@ -165,14 +179,17 @@ class Deliveries:
         where = f" at {point.describe()}" if point is not None else ""
         core.trace.add("fault", f"crash {actor.writer.label}{where}")
         if actor.message_id is not None and not actor.duplicate:
-            core.queue.expire(actor.message_id, after=self.lease_seconds)
+            self.leases.crash(actor.writer.delivery)
         for parked in core.parked():
             if parked.actor is actor:
                 core.resume(parked)
 
     def expire(self, message_id: str, *, redeliver: bool) -> None:
-        """End the lease of an in-flight message (its delivery keeps running)."""
+        """End the lease of an in-flight message now (its delivery keeps running, unrenewed)."""
         core = self.core
+        holder = self.leases.holder(message_id)
+        if holder is not None:
+            self.leases.stop(holder)
         if redeliver:
             core.queue.expire(message_id)
         else:

@@ -4,8 +4,11 @@ At each choice the scheduler makes (see ``_scheduler.py``), while faults are
 left, the choice source is asked ``choose(odds)``; only its last answer injects
 a fault, and then ``choose(len(kinds))`` picks its kind among those that apply
 to the chosen candidate (a task parked at an interception point, or a due
-queue message).  Stale reads (``withhold``) are kept here too: a committed
-event armed to be hidden, and the reads it is still hidden from.
+queue message).  The lease faults (a stalled heartbeat, failing renewals) act
+through the runtime's lease keeper (``_leases.py``): the lease lapses while its
+delivery runs on, as it does in production.  Stale reads (``withhold``) are
+kept here too: a committed event armed to be hidden, and the reads it is still
+hidden from.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class FaultKind(enum.StrEnum):
     WITHHOLD = "withhold"  # a log read misses the latest committed event (a stale read)
     DROP = "drop"  # a committed write is reported failed
     DELAY = "delay"  # a message is delivered later than due
+    STALL_HEARTBEAT = "stall_heartbeat"  # a delivery's lease is not renewed for a while
+    FAIL_RENEWAL = "fail_renewal"  # a delivery's lease renewals fail (WorldError or LeaseLost)
 
 
 #: Fault kinds the choice source may inject when enabled (as plain strings, in a
@@ -99,6 +104,8 @@ class Faults:
             ]
             if candidate.point.phase == "before":
                 kinds.append(FaultKind.FAIL)
+            if self.core.leases.is_live(candidate.actor.writer.delivery):
+                kinds += [FaultKind.STALL_HEARTBEAT, FaultKind.FAIL_RENEWAL]
             if candidate.actor.writer.kind == EXTERNAL:
                 kinds = [k for k in kinds if k in (FaultKind.FAIL, FaultKind.WITHHOLD)]
         return [k for k in kinds if k in self.kinds]
@@ -137,7 +144,20 @@ class Faults:
             slot = core.queue.slot(actor.message_id)
             if slot is not None:
                 deliveries.launch(slot, duplicate=True)
+        elif kind == FaultKind.STALL_HEARTBEAT:
+            core.leases.stall(actor.writer.delivery, self._outage("stall"))
+        elif kind == FaultKind.FAIL_RENEWAL:
+            if core._choose(2, "renewal-error") == 1:
+                core.leases.fail(actor.writer.delivery, lost=True)
+            else:
+                core.leases.fail(actor.writer.delivery, seconds=self._outage("renewal-failure"))
         return False
+
+    def _outage(self, what: str) -> float:
+        """How long a heartbeat stalls or renewals fail: always long enough for the lease
+        to lapse (its length and 1 to 10 renewal intervals more)."""
+        policy = self.core.leases.policy
+        return policy.lease_seconds + policy.renew_every * (1 + self.core._choose(10, what))
 
     # --- stale reads -------------------------------------------------------------
 

@@ -12,8 +12,9 @@ script's waiters are answered.
 What the scheduler owns is choosing and virtual time.  The rest is in its
 parts: the deliveries it launches (``_deliveries.py``: the simulator is the
 worker, handing each claimed message to the World's engine and applying the
-settlement it returns), the faults it injects (``_faults.py``), and the record
-of what each call did (``_calls.py``).
+settlement it returns), their leases (``_leases.py``: the runtime's lease
+keeper, renewed after every move of the clock), the faults it injects
+(``_faults.py``), and the record of what each call did (``_calls.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from durasim.runtime import Limits
+from durasim.runtime import LeasePolicy, Limits
 from durasim.runtime.lowlevel import engine_for, wall_monotonic
 from durasim.worlds import IdSource, World, WorldError
 
@@ -41,6 +42,7 @@ from ._errors import (
     SimDeadlock,
 )
 from ._faults import Faults
+from ._leases import Leases
 from ._loop import SimLoop
 from ._points import EXTERNAL, Match, Point, Writer
 from ._queue import QueueSlot, SimQueue
@@ -101,7 +103,7 @@ class Scheduler:
         max_deliveries: int,
         max_virtual_seconds: float,
         max_wall_seconds: float,
-        lease_seconds: float,
+        leases: LeasePolicy,
     ) -> None:
         self.clock = clock
         self.store = store
@@ -115,10 +117,10 @@ class Scheduler:
         self.trace = Trace(clock)
         #: The faults the choice source may inject, and those it did.
         self.faults = Faults(self, faults, odds=fault_odds, max_faults=max_faults)
+        #: The leases of the running deliveries, renewed as the clock moves.
+        self.leases = Leases(leases, clock, self.queue, self.trace)
         #: Every delivery launched.
-        self.deliveries = Deliveries(
-            self, max_deliveries=max_deliveries, lease_seconds=lease_seconds
-        )
+        self.deliveries = Deliveries(self, max_deliveries=max_deliveries, leases=self.leases)
         #: What every call did: points passed, events committed, calls refused.
         self.call_log = CallLog(self.trace, self.faults)
         self.max_virtual_seconds = max_virtual_seconds
@@ -382,6 +384,8 @@ class Scheduler:
                     self._quiescent()
                     return
                 self.clock.advance_to_seconds(due)
+                if self.leases.running:
+                    self.leases.renew()
                 if self._timer_due():
                     return  # a loop timer is due now: the loop runs it before the next idle point
                 # Nothing else can happen before the next idle point would offer what
@@ -426,7 +430,19 @@ class Scheduler:
             micros = self.queue.next_due_micros()
             if micros is not None:
                 times.append(self._loop_seconds(micros))
+        if self.leases.running:
+            # A heartbeat that stalled or fails tries again then (a healthy one
+            # renews whenever the clock moves: it needs no stop of its own).
+            micros = self.leases.next_round()
+            if micros is not None:
+                times.append(self._loop_seconds(micros))
         return min(times, default=None)
+
+    def advance(self, seconds: float) -> None:
+        """Jump the clock forward (the script's ``advance_time``); leases are renewed."""
+        self.clock.jump(seconds)
+        if self.leases.running:
+            self.leases.renew()
 
     def _loop_seconds(self, micros: int) -> float:
         return self.clock.seconds() + (micros - self.clock.micros) / 1_000_000
