@@ -164,10 +164,11 @@ class LeaseKeeper:
         self._lock = threading.Lock()
         self._held: dict[str, _Held] = {}
 
-    def hold(self, delivery: Delivery) -> None:
-        """Start renewing ``delivery``'s lease (it was just claimed or renewed)."""
+    def hold(self, delivery: Delivery, *, renewed_at: float | None = None) -> None:
+        """Start renewing ``delivery``'s lease, claimed or renewed at ``renewed_at`` (now)."""
+        at = self._clock() if renewed_at is None else renewed_at
         with self._lock:
-            self._held[delivery.lease_id] = _Held(delivery, self._clock())
+            self._held[delivery.lease_id] = _Held(delivery, at)
 
     def drop(self, delivery: Delivery) -> None:
         """Stop renewing (the delivery is being settled)."""

@@ -53,11 +53,19 @@ T = TypeVar("T")
 
 @attrs.define(eq=False)
 class _Lease:
-    """The lease of one running delivery, and the state of its heartbeat."""
+    """The lease of one running delivery, and the state of its heartbeat.
+
+    Its keeper is made when first needed (a renewal falls due, a fault strikes),
+    holding the lease as claimed at ``claimed_at``: most deliveries end at the
+    virtual instant they began, before any renewal is due.
+    """
 
     number: int
     delivery: Delivery
-    keeper: LeaseKeeper
+    claimed_at: float
+    policy: LeasePolicy
+    clock: SimClock
+    held: LeaseKeeper | None = None
     #: Renewed on time (a healthy heartbeat): the queue treats it as held.
     live: bool = True
     #: When a heartbeat that is not healthy tries next (micros); None: never again.
@@ -68,6 +76,26 @@ class _Lease:
     lose: bool = False
     #: How the last renewal attempt went: renewed, failed, lost, or "" (none made).
     result: str = ""
+
+    @property
+    def keeper(self) -> LeaseKeeper:
+        """The lease's keeper (made now if it was not)."""
+        keeper = self.held
+        if keeper is None:
+            keeper = self.held = LeaseKeeper(self.policy, clock=self.clock.seconds)
+            keeper.hold(self.delivery, renewed_at=self.claimed_at)
+        return keeper
+
+    def next_renewal(self) -> float | None:
+        """When the keeper renews next (clock seconds), without making one for it."""
+        if self.held is None:
+            return self.claimed_at + self.policy.renew_every
+        return self.held.next_renewal()
+
+    def drop(self) -> None:
+        """The keeper stops renewing the lease (if it was ever made)."""
+        if self.held is not None:
+            self.held.drop(self.delivery)
 
 
 class Leases:
@@ -99,9 +127,13 @@ class Leases:
 
         Returns the delivery it was taken over from, if that one still runs.
         """
-        keeper = LeaseKeeper(self.policy, clock=self._clock.seconds)
-        keeper.hold(delivery)
-        self.running[number] = _Lease(number=number, delivery=delivery, keeper=keeper)
+        self.running[number] = _Lease(
+            number=number,
+            delivery=delivery,
+            claimed_at=self._clock.seconds(),
+            policy=self.policy,
+            clock=self._clock,
+        )
         previous = self._holder.get(delivery.message_id)
         self._holder[delivery.message_id] = number
         if previous is None or previous not in self.running:
@@ -114,7 +146,7 @@ class Leases:
         lease = self.running.pop(number, None)
         if lease is None:
             return
-        lease.keeper.drop(lease.delivery)
+        lease.drop()
         message_id = lease.delivery.message_id
         if self._holder.get(message_id) == number:
             del self._holder[message_id]
@@ -123,7 +155,7 @@ class Leases:
         """The delivery's process died: its lease expires at its last renewal + its length."""
         lease = self.running.pop(number, None)
         if lease is not None:
-            lease.keeper.drop(lease.delivery)
+            lease.drop()
             self._queue.renewing(lease.delivery, live=False)
 
     def holder(self, message_id: str) -> int | None:
@@ -142,7 +174,7 @@ class Leases:
         """Renewal ends for good (the lease was expired); the delivery runs on."""
         lease = self.running.get(number)
         if lease is not None:
-            lease.keeper.drop(lease.delivery)
+            lease.drop()
             lease.live, lease.next_round = False, None
 
     def stall(self, number: int, seconds: float) -> bool:
@@ -168,7 +200,7 @@ class Leases:
         if lease is None or not lease.live:
             return False
         self._unrenewed(lease)
-        due = lease.keeper.next_renewal()
+        due = lease.next_renewal()
         lease.next_round = None if due is None else self._clock.micros_at(due)
         message_id = lease.delivery.message_id
         if lost:
@@ -197,7 +229,7 @@ class Leases:
         now_micros = self._clock.micros
         for lease in list(self.running.values()):
             if lease.live:
-                due = lease.keeper.next_renewal()
+                due = lease.next_renewal()
                 if due is not None and due <= now:
                     self._round(lease)
             elif lease.next_round is not None and lease.next_round <= now_micros:
@@ -224,7 +256,7 @@ class Leases:
                 "delivery", f"d{number} lost its lease of {message_id}{by}: no longer renewed"
             )
         elif not lease.live:  # nothing was due: try when it is
-            due = lease.keeper.next_renewal()
+            due = lease.next_renewal()
             lease.next_round = None if due is None else self._clock.micros_at(due)
 
     async def _extend(self, lease: _Lease, delivery: Delivery) -> Delivery:
