@@ -53,3 +53,16 @@ def test_an_exploration_with_faults_takes_a_lease_over_mid_step() -> None:
     assert len(completed) == 1, completed
     assert report.outcome is not None
     assert report.outcome.value == ["worked", 3]
+
+
+@pytest.mark.slow
+def test_a_long_exploration_of_a_slow_step_under_every_fault() -> None:
+    result = explore(
+        flows.slow,
+        10.0,
+        max_examples=1000,
+        seed=5,
+        setup=flows.reset,
+        require=[LEASE_TAKEOVER, OVERLAP],
+    )
+    assert result.ok, result.render()
