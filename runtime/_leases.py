@@ -11,8 +11,10 @@ included.  So renewal does not run there:
   (validated: a lease that could lapse between two renewals is refused).
 * :class:`LeaseKeeper`: the leases held now and which are due for renewal,
   with an injected clock and an ``extend`` callable.  It is plain logic: the
-  :class:`Heartbeat` drives it in real time, and a simulator can drive it in
-  virtual time by calling :meth:`LeaseKeeper.renew_due` itself.
+  :class:`Heartbeat` drives it in real time, and the simulator drives it in
+  virtual time (``durasim.sim``: one keeper per simulated delivery, renewed
+  through its recording queue as the clock moves, :meth:`LeaseKeeper.next_renewal`
+  telling it when the next renewal falls due).
 * :class:`Heartbeat`: one thread per worker with its own event loop, renewing
   every held lease through the World's off-loop renewer
   (``world.queue.lease_renewer()``: a separate connection for SQLite and
@@ -162,10 +164,11 @@ class LeaseKeeper:
         self._lock = threading.Lock()
         self._held: dict[str, _Held] = {}
 
-    def hold(self, delivery: Delivery) -> None:
-        """Start renewing ``delivery``'s lease (it was just claimed or renewed)."""
+    def hold(self, delivery: Delivery, *, renewed_at: float | None = None) -> None:
+        """Start renewing ``delivery``'s lease, claimed or renewed at ``renewed_at`` (now)."""
+        at = self._clock() if renewed_at is None else renewed_at
         with self._lock:
-            self._held[delivery.lease_id] = _Held(delivery, self._clock())
+            self._held[delivery.lease_id] = _Held(delivery, at)
 
     def drop(self, delivery: Delivery) -> None:
         """Stop renewing (the delivery is being settled)."""
@@ -188,41 +191,61 @@ class LeaseKeeper:
     def due(self) -> list[Delivery]:
         """The held leases whose renewal is due now."""
         now = self._clock()
+        every = self.policy.renew_every
         with self._lock:
+            # The same sum as next_renewal(): a driver that waits until then finds it due.
             return [
                 h.delivery
                 for h in self._held.values()
-                if not h.lost and now - h.renewed_at >= self.policy.renew_every
+                if not h.lost and h.renewed_at + every <= now
             ]
 
-    async def renew_due(self, extend: Extend) -> int:
+    def next_renewal(self) -> float | None:
+        """When the next renewal falls due (on the keeper's clock); ``None`` if none will.
+
+        A driver in virtual time moves its clock there (a lost lease is never
+        renewed again, so it counts for nothing).
+        """
+        every = self.policy.renew_every
+        with self._lock:
+            return min(
+                (h.renewed_at + every for h in self._held.values() if not h.lost), default=None
+            )
+
+    async def renew_due(self, extend: Extend, *, log_failures: bool = True) -> int:
         """Renew every due lease with ``extend``; returns how many were renewed.
 
         A lost lease (another worker took the message after it expired) is
         logged and no longer renewed; the delivery's own writes are fenced by
         the log, so it cannot record anything over the new holder.  A World
-        error leaves the lease to be retried at the next round.
+        error leaves the lease to be retried at the next round.  A simulator
+        that injects these failures passes ``log_failures=False`` (its trace
+        records them).
         """
         renewed = 0
         for delivery in self.due():
             try:
                 fresh = await extend(delivery)
             except LeaseLost:
-                log.warning(
-                    "message %s: its lease expired and another worker claimed it; this "
-                    "worker's delivery will be fenced off (lengthen lease_seconds if it "
-                    "was alive)",
-                    delivery.message_id,
-                )
+                if log_failures:
+                    log.warning(
+                        "message %s: its lease expired and another worker claimed it; this "
+                        "worker's delivery will be fenced off (lengthen lease_seconds if it "
+                        "was alive)",
+                        delivery.message_id,
+                    )
                 with self._lock:
                     held = self._held.get(delivery.lease_id)
                     if held is not None:
                         held.lost = True
                 continue
             except WorldError as exc:
-                log.info(
-                    "message %s: lease renewal failed (%s); retrying", delivery.message_id, exc
-                )
+                if log_failures:
+                    log.info(
+                        "message %s: lease renewal failed (%s); retrying",
+                        delivery.message_id,
+                        exc,
+                    )
                 continue
             with self._lock:
                 held = self._held.get(delivery.lease_id)

@@ -12,7 +12,9 @@ drivers of the runtime (the simulator, the checkers, tools, custom workers):
 * the definitions registry (:class:`WorkflowDef`, :class:`StepDef`,
   :func:`find_workflow`, :func:`find_step`, :func:`build_manifest`) and the hook
   the engine plugs into workflow code (:class:`StepCaller`);
-* a run's payloads read back (:class:`RunPayloads`, :func:`decode_payload`).
+* a run's payloads read back (:class:`RunPayloads`, :func:`decode_payload`);
+* the :class:`LeaseKeeper` a worker's heartbeat drives in real time (the simulator
+  drives it in virtual time).
 
 Packages above the runtime import these names from here, never from a private
 ``durasim.runtime._module`` (tests/test_private_imports.py checks it).
@@ -32,6 +34,7 @@ from ._authoring import (
 )
 from ._determinism import wall_monotonic
 from ._engine import KEPT_REPLAYS, Engine, Handled, engine_for
+from ._leases import DEFAULT_LEASE_SECONDS, DEFAULT_RENEW_EVERY, LeaseKeeper
 from ._metadata import STEP_METADATA
 from ._modules import importable_name
 from ._payloads import RunPayloads, decode_payload
@@ -60,6 +63,8 @@ from ._wake import (
 from ._worker import apply_settlement
 
 __all__ = [
+    "DEFAULT_LEASE_SECONDS",
+    "DEFAULT_RENEW_EVERY",
     "KEPT_REPLAYS",
     "MAX_BACKOFF",
     "ORCHESTRATOR_QUEUE",
@@ -70,6 +75,7 @@ __all__ = [
     "DeliveryStatus",
     "Engine",
     "Handled",
+    "LeaseKeeper",
     "MalformedMessage",
     "RunPayloads",
     "SettleAction",

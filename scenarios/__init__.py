@@ -16,16 +16,18 @@ from ._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ._cli import main
-    from ._example import AUTHORING_ERRORS, VERDICT_KINDS, ExampleReport
-    from ._explore import ExploreFailure, ExploreResult, ExploreStats, explore, explores
+    from ._example import AUTHORING_ERRORS, LEASE_TAKEOVER, VERDICT_KINDS, ExampleReport
+    from ._explore import explore, explores
     from ._harness import drive
     from ._reproduce import reproduce
+    from ._results import ExploreFailure, ExploreResult, ExploreStats
     from ._schedulers import PCTScheduler, RandomScheduler, RecordingSource, Scheduling
     from ._seeds import SEED_PREFIX, ExampleConfig, SeedError
     from ._sometimes import Reachability, sometimes
 
 __all__ = [
     "AUTHORING_ERRORS",
+    "LEASE_TAKEOVER",
     "SEED_PREFIX",
     "VERDICT_KINDS",
     "ExampleConfig",
@@ -54,9 +56,10 @@ _LAZY = {
     "AUTHORING_ERRORS": "._example",
     "ExampleConfig": "._seeds",
     "ExampleReport": "._example",
-    "ExploreFailure": "._explore",
-    "ExploreResult": "._explore",
-    "ExploreStats": "._explore",
+    "ExploreFailure": "._results",
+    "ExploreResult": "._results",
+    "ExploreStats": "._results",
+    "LEASE_TAKEOVER": "._example",
     "PCTScheduler": "._schedulers",
     "RandomScheduler": "._schedulers",
     "Reachability": "._sometimes",

@@ -51,6 +51,7 @@ from ._sometimes import sometimes
 
 __all__ = [
     "AUTHORING_ERRORS",
+    "LEASE_TAKEOVER",
     "VERDICT_KINDS",
     "ExampleReport",
     "Property",
@@ -73,6 +74,10 @@ VERDICT_KINDS = {
     "property": "the exploration's property returned falsy or raised",
     "determinism": "the recorded choices replayed to another trace",
 }
+
+#: The ``sometimes()`` name of an example in which a delivery claimed a message whose
+#: lease lapsed while the delivery holding it still ran (a lease takeover).
+LEASE_TAKEOVER = "lease taken over from a running delivery"
 
 #: Errors that say the workflow broke a rule of durasim, not that it failed on its own terms.
 AUTHORING_ERRORS: tuple[type[BaseException], ...] = (
@@ -190,6 +195,8 @@ def run_example(
     faults = tuple(sim.faults_injected)
     for kind in faults:
         sometimes(f"fault: {kind}", True)
+    if sim.takeovers:
+        sometimes(LEASE_TAKEOVER, True)
     answers = getattr(choices, "answers", None)
     if answers is not None:
         config = attrs.evolve(config, choices=tuple(answers))
@@ -244,6 +251,7 @@ def _make_sim(
         fault_odds=config.fault_odds,
         max_faults=config.max_faults,
         lease_seconds=config.lease_seconds,
+        renew_every=config.renew_every,
         max_wall_seconds=max_wall_seconds,
     )
 

@@ -1,9 +1,10 @@
 """explore(): Hypothesis searches schedules and faults, shrinks a failure, prints a seed.
 
 Each example draws, from Hypothesis data: the fault kinds it enables (a swarm
-subset of ``faults``), the interception points of the external actions (hook
-payloads, a cancel), and then, lazily, every answer the simulator asks for
-(which task runs, whether a fault fires here and which).  Every draw shrinks
+subset of ``faults``, plus the kind of each fault it plans), the interception
+points of the external actions (hook payloads, a cancel), and then, lazily,
+every answer the simulator asks for (which task runs, whether a fault fires
+here and which).  Every draw shrinks
 toward 0, and 0 always means the plain thing (the oldest task, no fault, the
 hook sent once the run waits, no cancel), so Hypothesis shrinks a failure to
 the fewest fault kinds, the fewest faults and the shortest choice sequence.
@@ -18,7 +19,6 @@ import functools
 import logging
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -35,146 +35,21 @@ from durasim.checkers import (
     replay_in_fresh_process,
     start_replay_server,
 )
+from durasim.runtime import LeasePolicy
+from durasim.runtime.lowlevel import DEFAULT_LEASE_SECONDS
 from durasim.sim import FAULT_KINDS, FifoChoices, Sim
 from durasim.worlds import Event, WorldFactory, check_factory
 
 from ._example import ExampleReport, Property, run_example
+from ._results import ExploreFailure, ExploreResult, ExploreStats
 from ._schedulers import PCTScheduler, RandomScheduler, RecordingSource, Scheduling
 from ._script import render_script
 from ._seeds import ExampleConfig, object_ref
 from ._sometimes import Reachability, pop, push
 
-__all__ = ["ExploreFailure", "ExploreResult", "ExploreStats", "explore", "explores"]
+__all__ = ["explore", "explores"]
 
 log = logging.getLogger("durasim.explore")
-
-
-@attrs.define(eq=False)
-class ExploreStats:
-    """Progress and totals of an exploration.
-
-    Attributes:
-        examples: examples run (shrinking included).
-        faults: faults injected, by kind.
-        traces: distinct trace hashes seen (distinct interleavings).
-        verdicts: examples by verdict (``ok`` or the failed verdict's kind).
-        statuses: examples by how the run ended (``completed``, ``stalled``, ...).
-        reached: ``sometimes()`` names that held, with how often.
-        unreached: names looked for (or required) that never held.
-        seconds: wall time so far.
-    """
-
-    examples: int = 0
-    faults: Counter[str] = attrs.field(factory=Counter)
-    traces: set[str] = attrs.field(factory=set)
-    verdicts: Counter[str] = attrs.field(factory=Counter)
-    statuses: Counter[str] = attrs.field(factory=Counter)
-    reached: dict[str, int] = attrs.field(factory=dict)
-    unreached: tuple[str, ...] = ()
-    seconds: float = 0.0
-
-    @property
-    def interleavings(self) -> int:
-        """Distinct trace hashes seen."""
-        return len(self.traces)
-
-    @property
-    def examples_per_second(self) -> float:
-        """Examples per wall-clock second."""
-        return self.examples / self.seconds if self.seconds else 0.0
-
-    def render(self) -> str:
-        """A short summary (a few lines)."""
-        faults = ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())) or "none"
-        lines = [
-            f"{self.examples} examples in {self.seconds:.1f} s "
-            f"({self.examples_per_second:.0f}/s), {self.interleavings} distinct interleavings",
-            f"faults injected: {faults}",
-            "verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(self.verdicts.items())),
-            "runs ended: " + ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())),
-        ]
-        if self.reached:
-            lines.append(
-                "reached: " + ", ".join(f"{k!r} x{v}" for k, v in sorted(self.reached.items()))
-            )
-        if self.unreached:
-            lines.append("NEVER reached: " + ", ".join(repr(n) for n in self.unreached))
-        return "\n".join(lines)
-
-
-@attrs.frozen(kw_only=True)
-class ExploreFailure:
-    """The minimal failing example.
-
-    Attributes:
-        verdict: the failed verdicts' kinds, most severe first, comma-separated.
-        detail: what each failed verdict said.
-        seed: the durable seed (``durasim reproduce SEED``).
-        script: a runnable pytest test replaying the schedule.
-        trace: the simulation's trace of the failing execution.
-        faults: the faults injected, in order.
-        choices: the scheduler's answers, in order.
-        report: the example's full report.
-    """
-
-    verdict: str
-    detail: str
-    seed: str
-    script: str
-    trace: str
-    faults: tuple[str, ...]
-    choices: tuple[int, ...]
-    report: ExampleReport
-
-    def render(self) -> str:
-        """What a failure prints: verdict, seed, script, trace."""
-        return "\n".join(
-            [
-                f"durasim explore: FAILED ({self.verdict})",
-                self.detail,
-                "",
-                f"faults: {', '.join(self.faults) or 'none'}; choices: {len(self.choices)} answers",
-                f"seed: {self.seed}",
-                f"reproduce: durasim reproduce {self.seed}",
-                "",
-                "--- regression test ---",
-                self.script,
-                "--- trace ---",
-                self.trace,
-            ]
-        )
-
-
-@attrs.frozen(kw_only=True)
-class ExploreResult:
-    """What ``explore()`` found.
-
-    Attributes:
-        ok: no example failed and every required ``sometimes()`` name was reached.
-        failure: the minimal failing example (``None`` if none failed).
-        stats: totals (examples, faults, interleavings, verdicts, reachability).
-        unreached: required names never reached (``ok`` is false when any).
-    """
-
-    ok: bool
-    failure: ExploreFailure | None
-    stats: ExploreStats
-    unreached: tuple[str, ...] = ()
-
-    def render(self) -> str:
-        """The summary, then the failure (if any)."""
-        head = "durasim explore: " + ("OK" if self.ok else "FAILED")
-        parts = [head, self.stats.render()]
-        if self.unreached:
-            parts.append("required but never reached: " + ", ".join(map(repr, self.unreached)))
-        if self.failure is not None:
-            parts += ["", self.failure.render()]
-        return "\n".join(parts)
-
-    def raise_for_failure(self) -> None:
-        """Raise ``AssertionError`` with :meth:`render` unless ``ok``."""
-        if not self.ok:
-            raise AssertionError(self.render())
 
 
 class _Found(Exception):
@@ -280,7 +155,8 @@ def explore(
     swarm: bool = True,
     fault_odds: int = 20,
     max_faults: int = 3,
-    lease_seconds: float = 30.0,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    renew_every: float | None = None,
     hooks: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
     cancel: bool = False,
     wake_up: bool = False,
@@ -312,12 +188,18 @@ def explore(
         scheduler: ``"random"`` (uniform), ``"pct"`` (PCT, depth 2), or a
             :class:`Scheduling` such as ``PCTScheduler(depth=3)``.
         swarm: each example enables a random subset of ``faults`` (swarm
-            testing); without, every example enables them all.
+            testing), plus the kinds of the faults it plans; without, every
+            example enables them all.
         fault_odds: the width of the sim's fault question (``choose(fault_odds)``, last
             value = fault); where faults land is planned per example (up to
             ``max_faults`` (question, kind) pairs, each one list element).
         max_faults: at most this many faults per example.
-        lease_seconds: how long a crashed delivery's lease lingers.
+        lease_seconds: how long a delivery's lease lasts without renewal (a
+            ``Worker``'s default, 5 s): a crashed delivery's message, or one whose
+            heartbeat stalled or whose renewals failed, is claimable again this
+            long after its last renewal.
+        renew_every: how often leases are renewed (default: as a ``Worker``);
+            both are validated as a worker's options are (``LeasePolicy``).
         hooks: ``{token: payload}``: each example sends each payload at a drawn
             interception point (or once the run waits for it).
         cancel: an example may (one in four) cancel the run at a drawn point.
@@ -348,6 +230,7 @@ def explore(
     if world_factory is not None:
         check_factory(world_factory)
     chosen = _resolve_scheduler(scheduler)
+    LeasePolicy.of(lease_seconds, renew_every)  # refuse bad lease options before any example
     hook_pairs = tuple(hooks.items() if isinstance(hooks, Mapping) else hooks)
     faults = tuple(faults)
     args = tuple(args)
@@ -361,6 +244,7 @@ def explore(
         workflow=refs["workflow"],
         args=args,
         lease_seconds=lease_seconds,
+        renew_every=renew_every,
         hooks=hook_pairs,
         hook_points=tuple(0 for _ in hook_pairs),
         property=refs["property"],
@@ -413,10 +297,13 @@ def explore(
         if wake_up and conjecture.draw_boolean(0.5):
             wake_up_at = tuple(sorted(1 + draw(points) for _ in range(1 + draw(2))))
         plan: dict[int, str] = {}
-        while enabled and len(plan) < max_faults and conjecture.draw_boolean(0.5):
+        while faults and len(plan) < max_faults and conjecture.draw_boolean(0.5):
             at = 1 + draw(max(1, points))
-            kind = enabled[draw(len(enabled))]
-            plan.setdefault(at, kind)
+            # A planned fault's kind is drawn from every kind and enabled with it:
+            # a kind no fault uses can then be disabled, and a fault's kind changed
+            # (toward the first, a crash), each in one step of the shrinker.
+            plan.setdefault(at, faults[draw(len(faults))])
+        enabled = tuple(k for k in faults if k in enabled or k in plan.values())
         config = ExampleConfig(
             workflow=refs["workflow"],
             args=args,
@@ -424,6 +311,7 @@ def explore(
             fault_odds=fault_odds,
             max_faults=max_faults if enabled else 0,
             lease_seconds=lease_seconds,
+            renew_every=renew_every,
             hooks=hook_pairs,
             hook_points=hook_points,
             cancel_at=cancel_at,
@@ -436,6 +324,7 @@ def explore(
         )
         source = RecordingSource(draw, chosen.policy(draw, steps=steps), plan)
         check = determinism_every > 0 and (stats.examples + 1) % determinism_every == 0
+        held = dict(reach.held)
         report = run_example(
             config,
             workflow,
@@ -449,6 +338,9 @@ def explore(
         if stopped:
             raise stopped[0]
         stats.examples += 1
+        for name, count in reach.held.items():
+            if count > held.get(name, 0) and name not in stats.witnesses:
+                stats.witnesses[name] = report.config.to_seed()
         stats.faults.update(report.faults)
         stats.traces.add(report.trace_hash)
         stats.verdicts[report.verdict] += 1

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+from durasim.runtime.lowlevel import DEFAULT_LEASE_SECONDS
+
 from ._seeds import ExampleConfig
 
 __all__ = ["render_script"]
@@ -48,8 +50,10 @@ def render_script(config: ExampleConfig, *, verdict: str, seed: str, workflow_la
             f"fault_odds={config.fault_odds},",
             f"max_faults={config.max_faults},",
         ]
-    if config.lease_seconds != 30.0:
+    if config.lease_seconds != DEFAULT_LEASE_SECONDS:
         sim_args.append(f"lease_seconds={config.lease_seconds!r},")
+    if config.renew_every is not None:
+        sim_args.append(f"renew_every={config.renew_every!r},")
     checks = {k for k in verdict.split(",") if k}
     if "stuck" in checks:
         sim_args.append("max_wall_seconds=10.0,  # code that never yields is interrupted then")

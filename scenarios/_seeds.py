@@ -5,11 +5,11 @@ JSON holding everything an example was made of: where the workflow (and the
 property, the per-example set-up and the World factory, when they are
 importable) live as ``module:qualname``, the arguments (durasim-serialized),
 the fault configuration the example drew (enabled kinds, odds, maximum,
-lease), the external actions (hook payloads and the interception point at
-which each is sent, the point of a cancel), and the scheduler's answers in
-the order it asked (trailing zeros dropped: an exhausted sequence answers 0),
-and, when the fresh-process replay judged it, that process's hash seed and the
-exploring process's own ``PYTHONHASHSEED``.
+lease length and renewal interval), the external actions (hook payloads and
+the interception point at which each is sent, the point of a cancel), and the
+scheduler's answers in the order it asked (trailing zeros dropped: an exhausted
+sequence answers 0), and, when the fresh-process replay judged it, that
+process's hash seed and the exploring process's own ``PYTHONHASHSEED``.
 It encodes the choices themselves, not a Hypothesis database entry, so it
 survives Hypothesis upgrades and needs no database.
 """
@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from durasim.runtime.lowlevel import DEFAULT_LEASE_SECONDS
 from durasim.runtime.serialization import deserialize, serialize
 from durasim.worlds import DurasimError
 
@@ -47,7 +48,8 @@ class ExampleConfig:
         faults: the fault kinds enabled in this example (a swarm subset).
         fault_odds: a fault is injected when ``choose(fault_odds)`` answers its last value.
         max_faults: at most this many faults.
-        lease_seconds: how long a crashed delivery's lease lingers.
+        lease_seconds: how long a delivery's lease lasts without renewal.
+        renew_every: how often it is renewed (``None``: derived, as a ``Worker`` does).
         hooks: ``(token, payload)`` the harness sends to the run's hooks.
         hook_points: per hook, the interception point (ordinal) at which it is
             sent; 0 means "once the run waits for it".
@@ -69,7 +71,8 @@ class ExampleConfig:
     faults: tuple[str, ...] = ()
     fault_odds: int = 20
     max_faults: int = 3
-    lease_seconds: float = 30.0
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    renew_every: float | None = None
     hooks: tuple[tuple[str, Any], ...] = ()
     hook_points: tuple[int, ...] = ()
     cancel_at: int = 0
@@ -95,6 +98,8 @@ class ExampleConfig:
             "lease": self.lease_seconds,
             "choices": choices,
         }
+        if self.renew_every is not None:
+            doc["renew"] = self.renew_every
         if self.hooks:
             doc["hooks"] = serialize(tuple(self.hooks)).decode("utf-8")
             doc["hook_points"] = list(self.hook_points)
@@ -134,6 +139,7 @@ class ExampleConfig:
                 fault_odds=int(doc["odds"]),
                 max_faults=int(doc["max"]),
                 lease_seconds=float(doc["lease"]),
+                renew_every=float(doc["renew"]) if "renew" in doc else None,
                 hooks=tuple((str(t), p) for t, p in hooks),
                 hook_points=tuple(int(p) for p in doc.get("hook_points", ())),
                 cancel_at=int(doc.get("cancel", 0)),

@@ -9,6 +9,7 @@ points, inject faults, and read a byte-stable trace.  See docs/simulator.md.
 
 from durasim.worlds._public import publish as _publish
 
+from ._calls import Rejection
 from ._choices import (
     CHOICE_KINDS,
     ChoiceSource,
@@ -29,11 +30,12 @@ from ._errors import (
     SimError,
     WallBudgetInterrupt,
 )
+from ._faults import FAULT_KINDS, FaultKind
 from ._loop import SimLoop
 from ._points import Match, Point, Writer, WriterPattern, step_short_name
 from ._queue import SimQueue
 from ._reports import IdleReport, RunOutcome, RunStall, SimSnapshot, StallReport, StuckCode
-from ._scheduler import FAULT_KINDS, FaultKind, Rejection, Scheduler
+from ._scheduler import Scheduler
 from ._sim import DeferredCommit, Hold, Sim, WriterHandle, simulate
 from ._trace import Trace, TraceEntry
 from ._world import SimWorld

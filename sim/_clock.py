@@ -60,6 +60,17 @@ class SimClock:
         """Move to loop time ``when`` (rounded up to the microsecond), if it is later."""
         self.advance_to_micros(self._epoch + math.ceil(when * 1_000_000))
 
+    def micros_at(self, seconds: float) -> int:
+        """The first microsecond at which :meth:`seconds` is not before ``seconds``.
+
+        (Rounding ``seconds`` to the microsecond could land just before it, and a
+        driver waiting until ``seconds() >= x`` would then wait at the same time forever.)
+        """
+        micros = self._epoch + math.ceil(seconds * 1_000_000)
+        while (micros - self._epoch) / 1_000_000 < seconds:
+            micros += 1
+        return micros
+
     def advance_to_micros(self, micros: int) -> None:
         """Move to ``micros`` if it is later; never backwards."""
         self._micros = max(self._micros, micros)

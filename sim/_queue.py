@@ -4,9 +4,13 @@ It keeps the queue contract of docs/protocol.md §11 (leases, stable message
 ids, idempotency keys, delays, one orchestrator delivery per run), so a real
 :class:`~durasim.runtime.Worker` could be pointed at it, and adds what a
 scheduler and a fault injector need and no World queue offers: claim a chosen
-message, drop one, delay one, expire a lease, and leases that live as long as
-their delivery (a simulated worker renews them for free; only a crash or an
-explicit expiry ends one early).
+message, drop one, delay one, expire a lease, and mark a lease *renewed*.  A
+simulated delivery's lease is renewed by the runtime's own lease keeper as
+virtual time moves (``_leases.py``); while its renewal is healthy nothing can
+claim the message, so the queue treats the lease as held whatever its expiry
+(the clock need not stop at every renewal).  Once renewal stops (a crash, a
+stalled or failing heartbeat) the lease expires at its last renewal plus its
+length, as in any World.
 """
 
 from __future__ import annotations
@@ -90,9 +94,8 @@ class SimQueue:
     async def extend(self, delivery: Delivery, *, lease_seconds: float) -> Delivery:
         """Renew the lease from now."""
         slot = self._held(delivery)
-        expires = self._clock.micros + round(check_delay(lease_seconds) * 1_000_000)
-        if not slot.lease_live:
-            slot.lease_expires_at = expires
+        slot.lease_expires_at = self._clock.micros + round(check_delay(lease_seconds) * 1_000_000)
+        if not slot.lease_live:  # a live lease's expiry changes no answer
             self._changed()
         at = self._clock.now() + timedelta(seconds=lease_seconds)
         return attrs.evolve(delivery, lease_expires_at=at)
@@ -236,8 +239,7 @@ class SimQueue:
         slot.set_message(attrs.evolve(slot.message, attempt=slot.message.attempt + 1))
         slot.lease_id = self._ids.new_id("lease")
         slot.lease_live = live
-        expires = self._clock.micros + round(lease_seconds * 1_000_000)
-        slot.lease_expires_at = None if live else expires
+        slot.lease_expires_at = self._clock.micros + round(lease_seconds * 1_000_000)
         self._changed()
         at = self._clock.now() + timedelta(seconds=lease_seconds)
         return Delivery(message=slot.message, lease_id=slot.lease_id, lease_expires_at=at)
@@ -250,6 +252,21 @@ class SimQueue:
         slot.lease_live = False
         slot.lease_expires_at = self._clock.micros + round(after * 1_000_000)
         self._changed()
+
+    def renewing(self, delivery: Delivery, *, live: bool) -> bool:
+        """Mark ``delivery``'s lease renewed on time (``live``) or not; False if it is not held.
+
+        A lease no longer renewed expires at its last claim or renewal plus its
+        length; one renewed again (its heartbeat resumed before anyone claimed
+        the message) is held again.
+        """
+        slot = self._slots.get(delivery.message_id)
+        if slot is None or slot.lease_id != delivery.lease_id:
+            return False
+        if slot.lease_live != live:
+            slot.lease_live = live
+            self._changed()
+        return True
 
     def open_gate(self, message_id: str) -> None:
         """Stop this lease from gating its run, without making the message claimable."""

@@ -1,4 +1,4 @@
-"""What a simulation reports: idle/stall reports, run outcomes, snapshots."""
+"""What a simulation reports: idle/stall reports, run outcomes, snapshots (and reading them)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,30 @@ from typing import Any
 
 import attrs
 
-from durasim.worlds import Event, HookRecord, Message, RunRecord, RunStatus, StepRecord, WaitRecord
+from durasim.runtime import Run as RunHandle
+from durasim.worlds import (
+    Event,
+    HookRecord,
+    Message,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    WaitRecord,
+    World,
+)
 
-from ._scheduler import Rejection
+from ._calls import Rejection
 
-__all__ = ["IdleReport", "RunOutcome", "RunStall", "SimSnapshot", "StallReport", "StuckCode"]
+__all__ = [
+    "IdleReport",
+    "RunOutcome",
+    "RunStall",
+    "SimSnapshot",
+    "StallReport",
+    "StuckCode",
+    "find_stalls",
+    "take_snapshot",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -123,3 +142,80 @@ class SimSnapshot:
     def log(self, run_id: str) -> list[tuple[str, str | None]]:
         """``(type, correlation id)`` of each event of the run, in log order."""
         return [(e.type.value, e.correlation_id) for e in self.events[run_id]]
+
+
+async def take_snapshot(
+    store: World,
+    *,
+    now: datetime,
+    pending: tuple[Message, ...],
+    rejections: tuple[Rejection, ...],
+) -> SimSnapshot:
+    """Everything ``store`` holds now (read directly, not intercepted)."""
+    runs = await _all_runs(store)
+    events, steps, hooks, waits = {}, {}, {}, {}
+    for run in runs:
+        events[run.run_id] = tuple(await RunHandle(run_id=run.run_id, world=store).events())
+        steps[run.run_id] = await store.steps.list(run.run_id)
+        hooks[run.run_id] = await store.hooks.list(run.run_id)
+        waits[run.run_id] = await store.waits.list(run.run_id)
+    return SimSnapshot(
+        now=now,
+        runs=tuple(runs),
+        events=events,
+        steps=steps,
+        hooks=hooks,
+        waits=waits,
+        pending=pending,
+        rejections=rejections,
+    )
+
+
+async def find_stalls(
+    store: World, *, pending: tuple[Message, ...], held: tuple[str, ...]
+) -> StallReport:
+    """The unfinished runs of ``store`` and what each waits for."""
+    stalls = []
+    for run in await _all_runs(store):
+        if run.status.terminal:
+            continue
+        waiting = [
+            f"hook {h.hook_id} token {h.token!r} never resumed"
+            for h in await store.hooks.list(run.run_id)
+            if h.status.value == "active"
+        ]
+        waiting += [
+            f"wait {w.wait_id} due {w.resume_at.isoformat()} never completed"
+            for w in await store.waits.list(run.run_id)
+            if w.status.value == "waiting"
+        ]
+        waiting += [
+            f"step {s.step_id} {s.status.value}: no delivery will finish it"
+            for s in await store.steps.list(run.run_id)
+            if not s.status.terminal
+        ]
+        waiting += [
+            f"message {m.message_id} never deliverable (leased, lease never expires)"
+            for m in pending
+            if m.run_id == run.run_id
+        ]
+        waiting += [h for h in held if run.run_id in h]
+        if not waiting:
+            waiting = ["nothing queued: no delivery of the run is pending"]
+        stalls.append(
+            RunStall(run_id=run.run_id, status=run.status.value, waiting_for=tuple(waiting))
+        )
+    return StallReport(runs=tuple(stalls), held=held)
+
+
+async def _all_runs(store: World) -> list[Any]:
+    runs: list[Any] = []
+    cursor = None
+    while True:
+        page = await store.runs.list(limit=1000, cursor=cursor)
+        runs.extend(page.runs)
+        cursor = page.cursor
+        if cursor is None:
+            break
+    runs.sort(key=lambda r: (r.created_at, r.run_id))
+    return runs

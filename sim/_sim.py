@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from durasim.runtime import Limits, Run, resume_hook, start
+from durasim.runtime import LeasePolicy, Limits, Run, resume_hook, start
 from durasim.runtime.lowlevel import wall_monotonic
 from durasim.worlds import (
     Event,
@@ -35,10 +35,12 @@ from durasim.worlds._time import CountingIds
 
 from ._choices import ChoiceSource, as_choice_source
 from ._clock import SimClock
-from ._errors import AlreadyPassedError, BudgetExceeded, SimError, WallBudgetInterrupt
+from ._deliveries import Deliveries
+from ._errors import BudgetExceeded, SimError, WallBudgetInterrupt
+from ._handles import DeferredCommit, Hold, WriterHandle
 from ._points import EXTERNAL, ORCHESTRATOR, STEP, Match, Point, Writer, WriterPattern
-from ._reports import IdleReport, RunOutcome, RunStall, SimSnapshot, StallReport
-from ._scheduler import Parked, Scheduler, Watch
+from ._reports import IdleReport, RunOutcome, SimSnapshot, StallReport, find_stalls, take_snapshot
+from ._scheduler import Scheduler
 from ._watchdog import WallGuard, grace_after
 from ._world import Actor, SimWorld
 
@@ -47,148 +49,6 @@ __all__ = ["DeferredCommit", "Hold", "Sim", "WriterHandle", "simulate"]
 T = TypeVar("T")
 #: Selects queued messages: a message id, a predicate, or ``None`` (the oldest pending).
 Select = str | Callable[[Message], bool] | None
-
-
-class Hold:
-    """A raw hold (:meth:`Sim.park`): ``await`` it until a writer is held, then release it."""
-
-    def __init__(self, core: Scheduler, watch: Watch) -> None:
-        self._core = core
-        self._watch = watch
-        self._parked: Parked | None = None
-
-    async def wait(self) -> Point:
-        """Until a matching point is reached; the writer is then held there."""
-        assert self._watch.future is not None
-        found = await self._watch.future
-        assert isinstance(found, Parked)
-        self._parked = found
-        return found.point
-
-    def __await__(self) -> Any:
-        return self.wait().__await__()
-
-    @property
-    def point(self) -> Point | None:
-        """Where the writer is held (``None`` before it is)."""
-        return None if self._parked is None else self._parked.point
-
-    def release(self) -> None:
-        """Let the held writer continue now (idempotent); disarms the hold if unfired."""
-        self._core.unwatch(self._watch)
-        if self._parked is not None:
-            self._core.resume(self._parked)
-
-    def crash(self) -> None:
-        """Crash the held writer's delivery here (its lease expires later)."""
-        if self._parked is None:
-            raise SimError("crash(): nothing is held yet; await the hold first")
-        self._core.crash(self._parked.actor, self._parked.point)
-
-
-class WriterHandle:
-    """A writer by name (:meth:`Sim.orchestrator`, :meth:`Sim.step`, :meth:`Sim.any_step`).
-
-    ``run_to_*`` holds the writer at the next matching point; the hold is
-    level-triggered: a point the writer already passed (since its last hold)
-    raises :class:`AlreadyPassedError` instead of waiting forever.
-    """
-
-    def __init__(self, core: Scheduler, pattern: WriterPattern) -> None:
-        self._core = core
-        self.pattern = pattern
-        self.watermark = 0
-        self._held: Parked | None = None
-
-    async def run_to_event_produced(
-        self,
-        event_type: str | Sequence[str],
-        *,
-        step: str | None = None,
-        correlation_id: str | None = None,
-    ) -> Point:
-        """Hold at the ``before`` point of the write carrying ``event_type`` (no position yet)."""
-        match = Match(
-            phase="before", event_type=event_type, step=step, correlation_id=correlation_id
-        )
-        return await self.run_to(match)
-
-    async def run_to_event_committed(
-        self,
-        event_type: str | Sequence[str],
-        *,
-        step: str | None = None,
-        correlation_id: str | None = None,
-    ) -> Point:
-        """Hold at the ``after`` point of that write once committed (caller not resumed)."""
-        match = Match(
-            phase="after",
-            event_type=event_type,
-            step=step,
-            correlation_id=correlation_id,
-            failed=False,
-        )
-        return await self.run_to(match)
-
-    async def run_to(self, match: Match) -> Point:
-        """Hold this writer at the next point ``match`` selects (releasing any current hold)."""
-        match = attrs.evolve(match, writer=self.pattern)
-        if match.where is None:
-            for point in self._core.history:
-                if point.ordinal > self.watermark and match.matches(point):
-                    raise AlreadyPassedError(
-                        f"{self.pattern.label} already passed {point.describe()} "
-                        f"(asked: {match.describe()}); arm the hold before it gets there, "
-                        "or ask for a later point",
-                        point=point.describe(),
-                    )
-        watch = self._core.watch(match, "hold", label=f"{self.pattern.label} run_to")
-        self.release()
-        assert watch.future is not None
-        found = await watch.future
-        assert isinstance(found, Parked)
-        self._held = found
-        self.watermark = found.point.ordinal
-        return found.point
-
-    def release(self) -> None:
-        """Let the held writer continue (idempotent)."""
-        if self._held is not None:
-            held, self._held = self._held, None
-            self._core.resume(held)
-
-    @property
-    def is_held(self) -> bool:
-        """Whether the script holds this writer now."""
-        return self._held is not None
-
-    def history(self) -> list[Point]:
-        """Every point this writer has passed."""
-        return [p for p in self._core.history if any(self.pattern.matches(w) for w in p.writers)]
-
-    def crash(self) -> None:
-        """Crash the held writer's delivery at its point."""
-        if self._held is None:
-            raise SimError(f"crash(): {self.pattern.label} is not held; run it to a point first")
-        held, self._held = self._held, None
-        self._core.crash(held.actor, held.point)
-
-
-class DeferredCommit:
-    """An out-of-band hook delivery whose commit the script releases (:meth:`commit`)."""
-
-    def __init__(self, core: Scheduler, watch: Watch, task: Awaitable[Event]) -> None:
-        self._core = core
-        self._watch = watch
-        self._task = task
-
-    async def commit(self) -> Event:
-        """Let the write commit now; the committed ``hook_received`` event."""
-        assert self._watch.future is not None
-        found = await self._watch.future
-        assert isinstance(found, Parked)
-        self._core.resume(found)
-        return await self._task
 
 
 class Sim:
@@ -214,7 +74,12 @@ class Sim:
         max_virtual_time: virtual-time budget (a ``timedelta``, or seconds).
         max_wall_seconds: wall-time budget; code that never yields is
             interrupted when it runs out (see docs/simulator.md, "Budgets").
-        lease_seconds: how long a crashed delivery's lease lingers.
+        lease_seconds: how long a claimed message stays a delivery's without
+            renewal (a ``Worker``'s default, 5 s): a crashed or stalled
+            delivery's message is claimable again this long after its last renewal.
+        renew_every: how often a delivery's lease is renewed (default: as a
+            ``Worker``, 1 s or a third of a shorter lease); validated with
+            ``lease_seconds`` as a worker's options are (``LeasePolicy``).
     """
 
     def __init__(
@@ -232,8 +97,10 @@ class Sim:
         max_deliveries: int = 10_000,
         max_virtual_time: timedelta | float = timedelta(days=3660),
         max_wall_seconds: float = 60.0,
-        lease_seconds: float = 30.0,
+        lease_seconds: float | None = None,
+        renew_every: float | None = None,
     ) -> None:
+        policy = LeasePolicy.of(lease_seconds, renew_every)
         self.clock = clock or SimClock()
         ids = ids or CountingIds()
         self._owns_store = not _is_world(store)
@@ -260,7 +127,7 @@ class Sim:
             max_deliveries=max_deliveries,
             max_virtual_seconds=_seconds("max_virtual_time", max_virtual_time),
             max_wall_seconds=max_wall_seconds,
-            lease_seconds=lease_seconds,
+            leases=policy,
         )
         self.world: SimWorld = self._core.world
         self.run_id: str | None = None
@@ -484,8 +351,8 @@ class Sim:
         return await Run(run_id=self._run(run_id), world=self.world).wake_up()
 
     def advance_time(self, seconds: float) -> None:
-        """Jump the virtual clock forward."""
-        self.clock.jump(seconds)
+        """Jump the virtual clock forward (running deliveries' leases are renewed)."""
+        self._core.advance(seconds)
         self._core.trace.add("note", f"time advanced by {seconds:g} s")
 
     def note(self, text: str) -> None:
@@ -511,7 +378,7 @@ class Sim:
         """
         expired = 0
         seen: set[str] = set()
-        for record in self._core.deliveries.values():
+        for record in self._core.deliveries.records.values():
             if record.status != "running" or record.actor.crashed or record.actor.duplicate:
                 continue
             if record.actor.writer.kind != ORCHESTRATOR or record.message_id in seen:
@@ -519,16 +386,62 @@ class Sim:
             if run_id is not None and record.run_id != run_id:
                 continue
             seen.add(record.message_id)
-            self._core.expire(record.message_id, redeliver=redeliver)
+            self._core.deliveries.expire(record.message_id, redeliver=redeliver)
             expired += 1
         return expired
+
+    def stall_heartbeat(self, run_id: str | None = None, *, seconds: float) -> int:
+        """Stop renewing the leases of the run's running deliveries for ``seconds``.
+
+        Their steps run on; each lease lapses at its last renewal plus
+        ``lease_seconds``, and another delivery may claim the message and run
+        the step again (a takeover).  When the heartbeat resumes, the runtime's
+        lease keeper renews the lease, or learns it was lost.  Returns how many
+        deliveries stalled.
+        """
+        return sum(self._core.leases.stall(n, seconds) for n in self._leased(run_id))
+
+    def fail_renewals(
+        self, run_id: str | None = None, *, seconds: float = 0.0, lost: bool = False
+    ) -> int:
+        """Make the renewals of the run's running deliveries' leases fail.
+
+        The World's renewer raises a ``WorldError`` for ``seconds`` (the lease
+        keeper retries every ``renew_every``), or, with ``lost``, reports the
+        lease lost (``LeaseLost``: the keeper gives it up for good).  Returns
+        how many deliveries are affected.
+        """
+        leases = self._core.leases
+        return sum(leases.fail(n, seconds=seconds, lost=lost) for n in self._leased(run_id))
+
+    def _leased(self, run_id: str | None) -> list[int]:
+        """The running deliveries of ``run_id`` (any run) whose lease is renewed on time."""
+        found = []
+        for record in self._core.deliveries.records.values():
+            if record.status != "running" or record.actor.crashed:
+                continue
+            if run_id is not None and record.run_id != run_id:
+                continue
+            if self._core.leases.is_live(record.number):
+                found.append(record.number)
+        return found
+
+    @property
+    def lease_policy(self) -> LeasePolicy:
+        """How the simulated deliveries hold their leases."""
+        return self._core.leases.policy
+
+    @property
+    def takeovers(self) -> list[tuple[int, int]]:
+        """Every lease takeover: (the delivery still running, the one that claimed its message)."""
+        return list(self._core.leases.takeovers)
 
     def withhold_next_event(self, reads: int = 1, *, run_id: str | None = None) -> None:
         """Hide the next committed event (of ``run_id``) from the next ``reads`` log reads.
 
         Those reads are truncated just before it (always a prefix of the log).
         """
-        self._core.withhold(reads, run_id)
+        self._core.faults.withhold(reads, run_id)
         self._core.trace.add(
             "fault",
             f"the next event{f' of {run_id}' if run_id else ''} is withheld from {reads} read(s)",
@@ -569,19 +482,19 @@ class Sim:
                     f"message {slot.message.message_id} cannot be delivered now: its run's "
                     "orchestrator lease is live (pass force=True to overlap) or it is not due"
                 )
-            numbers.append(self._core.launch(slot).number)
+            numbers.append(self._core.deliveries.launch(slot).number)
         return numbers
 
     def duplicate_delivery(self, run_id: str | None = None) -> int:
         """Deliver the run's in-flight orchestrator message a second time, now."""
-        for record in self._core.deliveries.values():
+        for record in self._core.deliveries.records.values():
             if record.status != "running" or record.actor.writer.kind != ORCHESTRATOR:
                 continue
             if run_id is not None and record.run_id != run_id:
                 continue
             slot = self._core.queue.slot(record.message_id)
             if slot is not None:
-                return self._core.launch(slot, duplicate=True).number
+                return self._core.deliveries.launch(slot, duplicate=True).number
         raise SimError(f"no orchestrator delivery of {run_id or 'any run'} is in flight")
 
     @property
@@ -632,7 +545,7 @@ class Sim:
     @property
     def faults_injected(self) -> list[str]:
         """The kinds of the faults the choice source injected, in order."""
-        return list(self._core.injected)
+        return list(self._core.faults.injected)
 
     @property
     def deliveries(self) -> int:
@@ -641,66 +554,24 @@ class Sim:
 
     async def snapshot(self) -> SimSnapshot:
         """Everything the store holds now, read without interception."""
-        store = self.store
-        runs = await _all_runs(store)
-        events, steps, hooks, waits = {}, {}, {}, {}
-        for run in runs:
-            events[run.run_id] = tuple(await Run(run_id=run.run_id, world=store).events())
-            steps[run.run_id] = await store.steps.list(run.run_id)
-            hooks[run.run_id] = await store.hooks.list(run.run_id)
-            waits[run.run_id] = await store.waits.list(run.run_id)
-        return SimSnapshot(
+        core = self._core
+        return await take_snapshot(
+            self.store,
             now=self.clock.now(),
-            runs=tuple(runs),
-            events=events,
-            steps=steps,
-            hooks=hooks,
-            waits=waits,
-            pending=self._core.queue.pending(),
-            rejections=tuple(self._core.rejections),
+            pending=core.queue.pending(),
+            rejections=tuple(core.call_log.rejections),
         )
 
     async def stall_report(self) -> StallReport:
         """The unfinished runs and what each waits for."""
-        store = self.store
-        stalls = []
         held = tuple(p.point.describe() for p in self._core.parked() if p.held)
-        for run in await _all_runs(store):
-            if run.status.terminal:
-                continue
-            waiting = [
-                f"hook {h.hook_id} token {h.token!r} never resumed"
-                for h in await store.hooks.list(run.run_id)
-                if h.status.value == "active"
-            ]
-            waiting += [
-                f"wait {w.wait_id} due {w.resume_at.isoformat()} never completed"
-                for w in await store.waits.list(run.run_id)
-                if w.status.value == "waiting"
-            ]
-            waiting += [
-                f"step {s.step_id} {s.status.value}: no delivery will finish it"
-                for s in await store.steps.list(run.run_id)
-                if not s.status.terminal
-            ]
-            waiting += [
-                f"message {m.message_id} never deliverable (leased, lease never expires)"
-                for m in self._core.queue.pending()
-                if m.run_id == run.run_id
-            ]
-            waiting += [h for h in held if run.run_id in h]
-            if not waiting:
-                waiting = ["nothing queued: no delivery of the run is pending"]
-            stalls.append(
-                RunStall(run_id=run.run_id, status=run.status.value, waiting_for=tuple(waiting))
-            )
-        return StallReport(runs=tuple(stalls), held=held)
+        return await find_stalls(self.store, pending=self._core.queue.pending(), held=held)
 
 
 #: After this many interrupts (or one of the script itself) the Sim stops trying to go on.
 _GIVE_UP = 3
 #: Frames the watchdog's report names a writer by: a delivery's, the script's.
-_DELIVER_CODE = Scheduler._deliver.__code__
+_DELIVER_CODE = Deliveries._deliver.__code__
 _MAIN_CODE = Sim._main.__code__
 
 
@@ -715,19 +586,6 @@ def _external(name: str) -> Writer:
 
 def _is_world(store: object) -> bool:
     return store is not None and hasattr(store, "events") and hasattr(store, "runs")
-
-
-async def _all_runs(store: World) -> list[Any]:
-    runs: list[Any] = []
-    cursor = None
-    while True:
-        page = await store.runs.list(limit=1000, cursor=cursor)
-        runs.extend(page.runs)
-        cursor = page.cursor
-        if cursor is None:
-            break
-    runs.sort(key=lambda r: (r.created_at, r.run_id))
-    return runs
 
 
 def simulate(script: Callable[[Sim], Coroutine[Any, Any, T]], **options: Any) -> T:

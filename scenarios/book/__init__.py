@@ -8,12 +8,13 @@ book against third-party Worlds).  docs/scenario-book.md describes each one;
 
 from durasim.worlds._public import publish as _publish
 
-from . import _faults, _forks, _hooks, _lifecycle, _smoke  # noqa: F401  (register the chapters)
+from . import _faults, _forks, _hooks, _leases, _lifecycle, _smoke  # noqa: F401  (the chapters)
 from ._docs import render_book
 from ._model import Scenario, ScenarioFailed, ScenarioResult, Script, run_scenario
 from ._registry import SCENARIOS, in_reading_order
 
-#: Every scenario of the book, chapter by chapter (smoke, hooks, forks, faults, lifecycle).
+#: Every scenario of the book, chapter by chapter (smoke, hooks, forks, faults, leases,
+#: lifecycle).
 BOOK: tuple[Scenario, ...] = in_reading_order(SCENARIOS)
 
 __all__ = [

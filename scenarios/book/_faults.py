@@ -43,7 +43,7 @@ async def step_vs_step_fork(sim: Sim) -> None:
 async def step_vs_step_crash_before_branch(sim: Sim) -> None:
     """Both racing outcomes are recorded, then the delivery crashes before the branch step.
 
-    The redelivery (30 s later) replays cold and must take the same winner
+    The redelivery (5 s later) replays cold and must take the same winner
     from the log, never the order in which it happens to re-read or re-run
     things. Log: step_completed fast#1, step_completed slow#1, branch#1
     ("fast won") created once, run_completed.
@@ -220,9 +220,10 @@ async def duplicate_delivery(sim: Sim) -> None:
 async def crash_between_step_end_and_record(sim: Sim) -> None:
     """The body of charge#1 finished, the delivery crashes before its outcome is written.
 
-    The message is redelivered when the lease ends (30 s); the step runs again
-    (attempt 2) and its outcome is recorded once. Log: step_started charge#1
-    twice, step_completed charge#1 once, charge#2, run_completed.
+    The message is redelivered when the lease lapses (5 s, a worker's lease: the
+    delivery's heartbeat died with it); the step runs again (attempt 2) and its
+    outcome is recorded once. Log: step_started charge#1 twice, step_completed
+    charge#1 once, charge#2, run_completed.
     """
     run = await sim.start(wf.two_steps)
     sim.crash_at(Match(phase="before", event_type="step_completed", step="charge"))
@@ -245,7 +246,9 @@ async def crash_between_step_end_and_record(sim: Sim) -> None:
     )
     del log
     starts = [e for e in await events(sim, run.run_id) if e.type.value == "step_started"]
-    expect((starts[1].created_at - starts[0].created_at).total_seconds() == 30, "not 30 s later")
+    lease = sim.lease_policy.lease_seconds
+    apart = (starts[1].created_at - starts[0].created_at).total_seconds()
+    expect(apart == lease, f"the redelivery came {apart:g} s later, not {lease:g} s")
     expect(wf.CALLS == ["charge 1", "charge 1", "charge 2"], f"bodies: {wf.CALLS}")
     await expect_outcome(sim, run.run_id, "completed", ["charged 1", "charged 2"])
     await finish(sim, run.run_id)

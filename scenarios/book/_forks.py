@@ -374,7 +374,7 @@ async def sleep_resume_at_stable(sim: Sim) -> None:
 
 @scenario("sleep-replay-inherits-resume-at")
 async def sleep_replay_inherits_resume_at(sim: Sim) -> None:
-    """The delivery crashes right after wait_created; the redelivery (30 s later) replays.
+    """The delivery crashes right after wait_created; the redelivery (5 s later) replays.
 
     The replay reuses the recorded resume_at: the wait fires one hour after the
     original wait_created, not after the redelivery. Log: wait_created once,

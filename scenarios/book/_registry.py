@@ -15,7 +15,7 @@ __all__ = ["CHAPTERS", "SCENARIOS", "in_reading_order", "scenario"]
 SCENARIOS: list[Scenario] = []
 
 #: The chapters of the book, in reading order (``BOOK`` follows it).
-CHAPTERS = ("_smoke", "_hooks", "_forks", "_faults", "_lifecycle")
+CHAPTERS = ("_smoke", "_hooks", "_forks", "_faults", "_leases", "_lifecycle")
 
 
 def in_reading_order(scenarios: list[Scenario]) -> tuple[Scenario, ...]:

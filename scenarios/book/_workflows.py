@@ -91,6 +91,15 @@ async def slow(delay: float = 0.0) -> str:
     return "slow"
 
 
+@step(module=MODULE)
+async def slow_charge(amount: int, seconds: float) -> str:
+    """A charge that takes ``seconds`` (a slow payment provider), in virtual time."""
+    CALLS.append(f"slow_charge {amount} begins")
+    await asyncio.sleep(seconds)
+    CALLS.append(f"slow_charge {amount} ends")
+    return f"charged {amount}"
+
+
 @step(module=MODULE, max_retries=3)
 async def flaky(key: str, failures: int) -> str:
     ATTEMPTS[key] = ATTEMPTS.get(key, 0) + 1
@@ -402,6 +411,12 @@ async def holder(token: str) -> Any:
 async def two_steps() -> list[str]:
     """Two steps one after the other."""
     return [await charge(1), await charge(2)]
+
+
+@workflow(module=MODULE)
+async def slow_then_fast(seconds: float) -> list[str]:
+    """A step that runs ``seconds`` (longer than a lease), then a quick one."""
+    return [await slow_charge(1, seconds), await charge(2)]
 
 
 @workflow(module=MODULE)

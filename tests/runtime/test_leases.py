@@ -126,6 +126,30 @@ async def test_the_keeper_renews_what_is_due_and_forgets_lost_leases() -> None:
     assert len(keeper) == 2
 
 
+async def test_the_keeper_says_when_its_next_renewal_falls_due(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # What a driver in virtual time (the simulator) moves its clock to.
+    now = [0.3]
+    keeper = LeaseKeeper(LeasePolicy(lease_seconds=5, renew_every=1), clock=lambda: now[0])
+    assert keeper.next_renewal() is None
+    a, b = _delivery(1), _delivery(2)
+    keeper.hold(a)
+    now[0] = 0.7
+    keeper.hold(b)
+    assert keeper.next_renewal() == 0.3 + 1
+    now[0] = keeper.next_renewal()  # exactly then: due (one sum decides both)
+    assert keeper.due() == [a]
+
+    async def lost(delivery: Delivery) -> Delivery:
+        raise LeaseLost("taken", message_id=delivery.message_id)
+
+    with caplog.at_level(logging.INFO, logger="durasim.runtime"):
+        assert await keeper.renew_due(lost, log_failures=False) == 0  # a simulator's trace says it
+    assert caplog.records == []
+    assert keeper.next_renewal() == 0.7 + 1  # a is lost: only b is renewed from now on
+
+
 # -- the heartbeat, on a real (blocked) loop ----------------------------------------
 
 BLOCKS: Counter[str] = Counter()

@@ -19,12 +19,15 @@ from durasim.worlds import Event, RunStatus
 SENT: list[str] = []
 #: The order in which :func:`mark` bodies ran.
 ORDER: list[str] = []
+#: Executions of :func:`slow_work` running now (a lease takeover makes two).
+RUNNING: list[int] = []
 
 
 def reset() -> None:
     """The per-example set-up: forget the side effects of the last example."""
     SENT.clear()
     ORDER.clear()
+    RUNNING.clear()
 
 
 @step(module="exploreflows")
@@ -152,3 +155,21 @@ async def naps(n: int) -> list[int]:
         done.append(await add(i, 1))
     first, _ = await asyncio.gather(add(n, 1), asyncio.sleep(3_600))
     return [*done, first]
+
+
+@step(module="exploreflows")
+async def slow_work(seconds: float) -> str:
+    """A step that runs ``seconds`` (longer than a lease, in virtual time)."""
+    RUNNING.append(1)
+    sometimes("slow_work: two executions overlap", len(RUNNING) > 1)
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        RUNNING.pop()
+    return "worked"
+
+
+@workflow(module="exploreflows")
+async def slow(seconds: float) -> list[Any]:
+    """A slow step, then a quick one: a lease may lapse while the slow one runs."""
+    return [await slow_work(seconds), await add(1, 2)]

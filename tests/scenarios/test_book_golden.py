@@ -25,6 +25,9 @@ TRACED = [
     "fenced-overlap-after-lease-expiry",
     "crash-between-step-end-and-record",
     "cancel-mid-step",
+    "lease-lapses-mid-step",
+    "stalled-heartbeat-resumes-after-takeover",
+    "renewal-fails-mid-step",
 ]
 
 

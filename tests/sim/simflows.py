@@ -82,6 +82,18 @@ async def step_sleeps(seconds: float) -> float:
     return await slow(seconds)
 
 
+@step(module="simtests")
+async def two_naps(first: float, second: float) -> float:
+    await asyncio.sleep(first)
+    await asyncio.sleep(second)
+    return first + second
+
+
+@workflow(module="simtests")
+async def naps_then_charge(first: float, second: float) -> list[Any]:
+    return [await two_naps(first, second), await charge(1)]
+
+
 @workflow(module="simtests")
 async def approval(token: str) -> Any:
     hook = create_hook(token=token)

@@ -50,11 +50,16 @@ def test_different_seeds_interleave_differently() -> None:
     assert len(hashes) > 1
 
 
+#: Faults that stop or break a running delivery's lease renewal.
+LEASE = ("stall_heartbeat", "fail_renewal", "crash")
+
+
 async def _mixed(sim: Sim) -> None:
     await sim.start(simflows.fan_out, 3)
     await sim.start(simflows.sleep_loop, 3, 5.0)
     await sim.start(simflows.chain, 4)
     await sim.start(simflows.hook_or_timeout, "tok-mixed", 30.0)
+    await sim.start(simflows.step_sleeps, 12.0)  # longer than a lease: lease faults matter
     await sim.run_until_idle()
 
 
@@ -70,7 +75,7 @@ def test_choices_made_without_the_loop_are_the_idle_points_choices(
     def runs() -> list[tuple[str, list[tuple[int, int]]]]:
         found = []
         for seed in range(6):
-            for faults in ((), ("crash", "fail", "duplicate", "expire_lease", "withhold")):
+            for faults in ((), ("crash", "fail", "duplicate", "expire_lease", "withhold"), LEASE):
                 sim = Sim(seed=seed, faults=faults, fault_odds=6)
                 sim.run_sync(_mixed)
                 found.append((sim.trace_hash, sim.choices_made))

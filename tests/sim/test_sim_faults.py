@@ -43,7 +43,7 @@ def test_a_crashed_delivery_is_redelivered_with_the_same_message_id() -> None:
     text = sim.trace_text
     assert "crash orch d1" in text or "crash step:charge d1" in text
     assert "d2 deliver msg_000001 durasim.run run=wrun_000001 attempt=2" in text
-    assert "+30.000000s d2 deliver" in text  # after the lease expired
+    assert "+5.000000s d2 deliver" in text  # after the lease lapsed (a worker's 5 s default)
 
 
 def test_a_dropped_message_stalls_the_run() -> None:
@@ -168,7 +168,12 @@ def test_a_message_gated_by_a_crashed_lease_lets_the_clock_move() -> None:
     from durasim.sim import SequenceChoices
 
     choices = [19] + [0] * 40 + [19]
-    sim = Sim(choices=SequenceChoices(choices), faults=("crash", "duplicate"), max_wall_seconds=5)
+    sim = Sim(
+        choices=SequenceChoices(choices),
+        faults=("crash", "duplicate"),
+        max_wall_seconds=5,
+        lease_seconds=30.0,  # the lease it was found with
+    )
     outcome = sim.run_sync(lambda s: s.run(simflows.chain, 10))
     assert outcome.idle.status == "idle"
     assert outcome.value == 45
@@ -187,6 +192,7 @@ def test_two_leased_messages_of_one_run_let_the_clock_move() -> None:
         choices=SequenceChoices(choices),
         faults=("crash", "expire_lease", "delay"),
         max_wall_seconds=5,
+        lease_seconds=30.0,  # the lease it was found with
     )
     outcome = sim.run_sync(lambda s: s.run(simflows.chain, 10))
     assert outcome.idle.status == "idle"

@@ -1,0 +1,169 @@
+"""What the World calls did: the points passed, the events committed, the calls refused.
+
+The scheduler (``_scheduler.py``) decides who goes next at each interception
+point; this module keeps the record of it: every point passed (built lazily
+into :class:`~durasim.sim.Point` s, as most are never read), each committed
+event written to the trace under the writer that made it, and each call the
+World refused (:class:`Rejection`).  It also names a call's writers: the task's
+actor, and the step whose outcome or body the call carries.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import attrs
+
+from durasim.runtime.lowlevel import STEP_METADATA
+from durasim.worlds import BatchResult, EventRequest, EventResult, WorldError
+
+from ._faults import Faults
+from ._points import STEP, Point, Writer, step_short_name
+from ._trace import Trace
+from ._world import Actor
+
+__all__ = ["WRITES", "CallLog", "Rejection", "describe_call", "make_point", "writers_of"]
+
+_OUTCOMES = frozenset({"step_completed", "step_failed", "step_retrying"})
+#: The World calls that append to a log.
+WRITES = frozenset({"events.create", "events.create_batch"})
+
+
+@attrs.frozen(kw_only=True)
+class Rejection:
+    """A World call that raised (the World refused it, or a fault was injected)."""
+
+    seq: int
+    writer: str
+    call: str
+    types: tuple[str, ...]
+    error: str
+    message: str
+
+
+class CallLog:
+    """The record of every call: points passed, events committed (traced), calls refused.
+
+    Args:
+        trace: where committed events and refusals are written.
+        faults: told of each committed event (a stale read may be armed for it).
+    """
+
+    def __init__(self, trace: Trace, faults: Faults) -> None:
+        self.trace = trace
+        self.faults = faults
+        #: Points passed, in order; one passed with nobody looking is kept as its
+        #: fields (a tuple) and built into a Point when the history is read.
+        self.history: list[Point | tuple[Any, ...]] = []
+        self._built = 0  # history[:_built] are Points
+        self.rejections: list[Rejection] = []
+
+    def points(self) -> list[Point]:
+        """Every point passed, in order."""
+        history = self.history
+        for index in range(self._built, len(history)):
+            fields = history[index]
+            if isinstance(fields, tuple):
+                history[index] = make_point(fields)
+        self._built = len(history)
+        return history  # type: ignore[return-value]  # all built above
+
+    def committed(self, writers: tuple[Writer, ...], result: Any) -> list[Any]:
+        """Trace the events ``result`` committed; the events."""
+        if isinstance(result, EventResult):
+            events = [result.event] if result.allocated and result.event is not None else []
+        elif isinstance(result, BatchResult):
+            events = list(result.events)
+        else:
+            return []
+        default = writers[0] if STEP_METADATA.get() is not None else writers[-1]
+        faults = self.faults
+        for event in events:
+            writer = default
+            if len(writers) > 1 and event.type in _OUTCOMES and event.correlation_id:
+                name = step_short_name(event.correlation_id)
+                writer = next((w for w in writers if w.kind == STEP and w.name == name), writer)
+            self.trace.event(event, writer.label)
+            if faults.withhold_armed:
+                faults.arm_withhold(event)
+        return events
+
+    def reject(
+        self, seq: int, writer: Writer, call: str, types: tuple[str, ...], exc: WorldError
+    ) -> None:
+        """Record (and trace) a call that raised."""
+        rejection = Rejection(
+            seq=seq,
+            writer=writer.label,
+            call=call,
+            types=types,
+            error=type(exc).__name__,
+            message=str(exc),
+        )
+        self.rejections.append(rejection)
+        what = f" ({', '.join(types)})" if types else ""
+        self.trace.add("reject", f"{writer.label} {call}{what} {rejection.error}: {exc}")
+
+
+def make_point(fields: tuple[Any, ...]) -> Point:
+    """A Point from (ordinal, seq, call, phase, writers, run_id, types, correlation ids,
+    token[, failed, error])."""
+    ordinal, seq, call, phase, writers, run_id, types, correlation_ids, token, *failure = fields
+    failed, error = failure or (False, None)
+    return Point(
+        ordinal=ordinal,
+        seq=seq,
+        call=call,
+        phase=phase,
+        writer=writers[0],
+        writers=writers,
+        run_id=run_id,
+        types=types,
+        correlation_ids=correlation_ids,
+        token=token,
+        failed=failed,
+        error=error,
+    )
+
+
+def describe_call(
+    call: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[str | None, list[EventRequest], str | None]:
+    """A call's run id, the event requests it carries and the hook token it names."""
+    run_id = kwargs.get("run_id")
+    if run_id is None and args and isinstance(args[0], str) and not call.startswith("queue."):
+        run_id = args[0]
+    requests: list[EventRequest] = []
+    token = None
+    if call == "events.create":
+        requests = [args[1] if len(args) > 1 else kwargs["request"]]
+    elif call == "events.create_batch":
+        requests = list(args[1] if len(args) > 1 else kwargs["requests"])
+    elif call == "hooks.get_by_token":
+        token, run_id = run_id, None
+    return run_id, requests, token
+
+
+@functools.lru_cache(maxsize=4096)
+def _step_writer(run_id: str | None, step: str, delivery: int) -> Writer:
+    """The writer of a step body (``step``: its name or correlation id); shared, immutable."""
+    return Writer(kind=STEP, run_id=run_id, name=step_short_name(step), delivery=delivery)
+
+
+def writers_of(actor: Actor, requests: list[EventRequest]) -> tuple[Writer, ...]:
+    """Who makes a call: the step body running it and the steps whose outcomes it carries,
+    then the actor's own writer."""
+    base = actor.writer
+    meta = STEP_METADATA.get()
+    if meta is None and not any(r.type in _OUTCOMES for r in requests):
+        return (base,)
+    found: list[Writer] = []
+    if meta is not None:
+        found.append(_step_writer(meta.run_id, meta.step_name, base.delivery))
+    for request in requests:
+        if request.type in _OUTCOMES and request.correlation_id:
+            found.append(_step_writer(base.run_id, request.correlation_id, base.delivery))
+    if not found or (found[0] is not base and found[0] != base):
+        found.append(base)
+    return tuple(dict.fromkeys(found))
