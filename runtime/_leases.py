@@ -407,20 +407,24 @@ class _LoopWatcher:
         now = time.monotonic()
         if self._sent is not None and not self._answered.is_set():
             blocked = now - self._sent
-            if blocked > self._threshold and self._warned is None:
-                # The steps that have run on the loop for longer than the threshold.
+            if blocked > self._threshold and not self._warned:
+                # The steps that have run on the loop for longer than the threshold.  Asked
+                # again at every beat until one is found: the ping may have been sent while
+                # the delivery was still busy before its step began (a loaded machine).
                 since = now - self._threshold
-                self._warned = _steps_on(self._heartbeat._watched_thread, since=since)
+                steps = _steps_on(self._heartbeat._watched_thread, since=since)
                 # A long delivery on a World whose calls never yield (memory, SQLite) also
                 # keeps the loop: only a step body running all along is worth a warning.
-                level = logging.WARNING if self._warned else logging.DEBUG
-                log.log(
-                    level,
-                    "%s has blocked the worker's event loop for %.1f s (blocking code in async "
-                    "def?); its lease is still renewed, but other deliveries on this loop wait",
-                    _describe(self._warned),
-                    blocked,
-                )
+                if steps or self._warned is None:
+                    log.log(
+                        logging.WARNING if steps else logging.DEBUG,
+                        "%s has blocked the worker's event loop for %.1f s (blocking code in "
+                        "async def?); its lease is still renewed, but other deliveries on this "
+                        "loop wait",
+                        _describe(steps),
+                        blocked,
+                    )
+                self._warned = steps
             return
         if self._sent is not None and self._warned:
             log.warning(

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import math
 import time
+import types
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -301,3 +302,28 @@ async def _serve(world: World, clock: FixedClock, worker: Worker, run: Any) -> N
         assert due is not None
         clock.current = max(clock.current, due + timedelta(microseconds=1))
     raise AssertionError("the run did not end")
+
+
+def test_a_step_that_begins_after_the_unanswered_ping_is_still_named(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The ping went out while the delivery was busy before its step began (a loaded
+    # machine): the first look finds no step body old enough; a later beat must.
+    import durasim.runtime._leases as leases
+
+    now = [100.0]
+    monkeypatch.setattr(leases.time, "monotonic", lambda: now[0])
+    found: list[list[str]] = [[], [], ["blocker"]]
+    monkeypatch.setattr(leases, "_steps_on", lambda thread, since: found.pop(0))
+    loop = asyncio.new_event_loop()  # never run: the ping stays unanswered
+    try:
+        beat = types.SimpleNamespace(_watched=loop, _watched_thread=None)
+        watcher = leases._LoopWatcher(beat, 1.0)  # type: ignore[arg-type]
+        caplog.set_level(logging.DEBUG, logger="durasim.runtime")
+        for _ in range(5):  # a ping, then beats 0.6 s apart: three past the threshold
+            watcher.check()
+            now[0] += 0.6
+    finally:
+        loop.close()
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.getMessage().split(" has ")[0] for r in warned] == ["step 'blocker'"]
