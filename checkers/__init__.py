@@ -12,8 +12,20 @@
 * :class:`WorldModel`, :func:`run_world_model`, :func:`world_model_for`: a
   Hypothesis state machine that drives a World under test side by side with the
   reference :class:`~durasim.worlds.MemoryWorld` and compares every answer.
+* :func:`check_crashes`: kills a durable World inside its calls (SIGKILL of a
+  child process, or a cancelled task), reopens it and checks that everything
+  acknowledged is there, nothing is half-applied and no position is reused.
 """
 
+from ._crash import (
+    DEFAULT_CRASH_OPS,
+    DEFAULT_CRASH_TRIALS,
+    CrashFinding,
+    CrashReport,
+    check_crashes,
+)
+from ._crash_compare import CRASH_CLASSES
+from ._crash_run import factory_reference
 from ._determinism import DeterminismVerdict, check_determinism
 from ._export import LogFileError, event_from_json, event_to_json, load_logs
 from ._fresh import (
@@ -37,11 +49,16 @@ from ._rules import RULES
 
 __all__ = [
     "CLOCK_SHIFT",
+    "CRASH_CLASSES",
     "DEFAULT_CHILD_HASH_SEED",
+    "DEFAULT_CRASH_OPS",
+    "DEFAULT_CRASH_TRIALS",
     "FRESH_ENV_VAR",
     "FRESH_TZ",
     "RULES",
     "VERDICTS",
+    "CrashFinding",
+    "CrashReport",
     "DeterminismVerdict",
     "FreshProcessUnavailable",
     "FreshReplay",
@@ -54,6 +71,7 @@ __all__ = [
     "WorldModel",
     "WorldModelFailure",
     "WorldSetup",
+    "check_crashes",
     "check_determinism",
     "check_invariants",
     "check_log",
@@ -62,6 +80,7 @@ __all__ = [
     "describe_fresh_process",
     "event_from_json",
     "event_to_json",
+    "factory_reference",
     "finished_logs",
     "load_logs",
     "replay_in_fresh_process",

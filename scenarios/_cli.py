@@ -169,7 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     conf = sub.add_parser("conformance", help="check a World factory against the contract")
     conf.add_argument("factory", help="MODULE:FACTORY, factory(setup) -> World")
     conf.add_argument("--capabilities", default=None, help="test only these (comma-separated)")
-    conf.add_argument("--layers", default=None, help="contract,model,book,explore (default all)")
+    conf.add_argument(
+        "--layers", default=None, help="contract,model,book,explore,crash (default all)"
+    )
     conf.add_argument("--examples", type=int, default=50, help="examples per search")
     conf.add_argument("--seed", type=int, default=0, help="seed of every search")
     conf.add_argument("--only", default=None, help="only tests/scenarios/workflows named so")

@@ -4,7 +4,9 @@
   process with the factory as ``durasim_world_factory``;
 * world model: :func:`~durasim.checkers.run_world_model` against the reference;
 * book: every scenario of :data:`durasim.scenarios.book.BOOK` over the World;
-* explore: :func:`~durasim.scenarios.explore` of the example workflows over it.
+* explore: :func:`~durasim.scenarios.explore` of the example workflows over it;
+* crash: :func:`~durasim.checkers.check_crashes`: a durable World killed inside
+  its calls, reopened and compared with what it acknowledged.
 
 The book and exploration layers come from sibling packages; a layer whose
 package is absent reports so and counts as skipped.
@@ -26,14 +28,26 @@ from typing import Any
 
 import hypothesis
 
-from durasim.checkers import WorldModelFailure, run_world_model
+from durasim.checkers import (
+    WorldModelFailure,
+    check_crashes,
+    factory_reference,
+    run_world_model,
+)
 
 from . import _plugin, suite
 from ._report import Finding, LayerReport
 from ._target import SetupFactory, StoreFactory
 from .examples import EXAMPLES
 
-__all__ = ["RUNTIME_NEEDS", "book_layer", "contract_layer", "explore_layer", "model_layer"]
+__all__ = [
+    "RUNTIME_NEEDS",
+    "book_layer",
+    "contract_layer",
+    "crash_layer",
+    "explore_layer",
+    "model_layer",
+]
 
 #: What the runtime (hence the book and exploration) needs of a World.
 RUNTIME_NEEDS = ("in_band_fence", "batch")
@@ -295,4 +309,69 @@ def explore_layer(
         failed=tuple(failed),
         seconds=time.perf_counter() - started,
         note=f"{len(EXAMPLES)} workflows x {examples} examples",
+    )
+
+
+def crash_layer(
+    factory: SetupFactory,
+    *,
+    origin: Any,
+    target: str | None,
+    seed: int,
+    only: str | None = None,
+    rerun: str,
+    trials: int | None = None,
+    budget: float | None = None,
+) -> LayerReport:
+    """Kill the World inside its calls, reopen it, compare (durable Worlds only).
+
+    ``origin`` is the factory as the user gave it and ``target`` its name: the
+    child process that is killed imports it from there (``module:qualname``).
+    """
+    if only is not None and not re.fullmatch(r"kill-\d+", only):
+        return LayerReport(name="crash", note=f"--only {only!r} names no crash trial (kill-N)")
+    started = time.perf_counter()
+    options: dict[str, Any] = {} if trials is None else {"trials": trials}
+    try:
+        report = check_crashes(
+            factory,
+            reference=factory_reference(origin, target),
+            seed=seed,
+            only=only,
+            budget=budget,
+            **options,
+        )
+    except Exception as exc:
+        finding = Finding(
+            layer="crash",
+            name="crash.error",
+            message=f"the crash layer could not run: {type(exc).__name__}: {exc}",
+            seed=str(seed),
+            rerun=f"{rerun} --layers crash --seed {seed}",
+        )
+        return LayerReport(name="crash", failed=(finding,), seconds=time.perf_counter() - started)
+    if not report.applicable:
+        return LayerReport(
+            name="crash",
+            skipped=(("capability 'durable'", 1),),
+            seconds=time.perf_counter() - started,
+            note=report.note,
+        )
+    failed = tuple(
+        Finding(
+            layer="crash",
+            name=f.kind,
+            message=f"{f.message}\n({f.trial}: {f.kill})",
+            reproduction=f.reproduction,
+            seed=str(seed),
+            rerun=f"{rerun} --layers crash --seed {seed} --only {f.trial}",
+        )
+        for f in report.findings
+    )
+    return LayerReport(
+        name="crash",
+        passed=report.trials - len(failed),
+        failed=failed,
+        seconds=time.perf_counter() - started,
+        note=report.note,
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 from durasim.checkers import WorldSetup
 from durasim.worlds import CountingIds, FixedClock
 
-from ._layers import book_layer, contract_layer, explore_layer, model_layer
+from ._layers import book_layer, contract_layer, crash_layer, explore_layer, model_layer
 from ._report import ConformanceReport, LayerReport
 from ._target import (
     CAPABILITY_NAMES,
@@ -24,7 +24,7 @@ from ._target import (
 __all__ = ["LAYERS", "run_conformance"]
 
 #: The layers, in the order they run.
-LAYERS = ("contract", "model", "book", "explore")
+LAYERS = ("contract", "model", "book", "explore", "crash")
 
 
 def _describe(factory: AnyFactory) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
@@ -65,7 +65,8 @@ def run_conformance(
             (``pkg.module:factory``).
         capabilities: test only these features (a subset of what the World
             declares; ``None``: everything it declares).
-        layers: which of ``contract``, ``model``, ``book``, ``explore`` to run.
+        layers: which of ``contract``, ``model``, ``book``, ``explore``, ``crash``
+            to run (``crash``: durable Worlds only; docs/conformance.md).
         examples: examples of the World model and of each explored workflow.
         seed: the seed of every search (same seed, same report).
         only: run only the tests, scenarios or workflows whose names match.
@@ -96,6 +97,10 @@ def run_conformance(
             report = model_layer(built, examples=examples, seed=seed, rerun=rerun)
         elif layer == "book":
             report = book_layer(sim_store, declared=declared, seed=seed, only=only, rerun=rerun)
+        elif layer == "crash":
+            report = crash_layer(
+                built, origin=factory, target=target, seed=seed, only=only, rerun=rerun
+            )
         else:
             report = explore_layer(
                 sim_store, declared=declared, examples=examples, seed=seed, only=only
