@@ -406,6 +406,17 @@ class _Session:
         best: tuple[Workload, Kill, Outcome, _Verdict] | None = None
         tries = 0
         chunk = max(1, len(current.ops) // 2)
+        if target is not None:  # first, everything after the killed call
+            cut = [op["id"] for op in current.ops[: kill.op + 1]]
+            candidate = revalidate(current, cut)
+            position = candidate.index_of(target)
+            if position is not None and len(candidate.ops) < len(current.ops):
+                tries += 1
+                moved = attrs.evolve(kill, op=position)
+                outcome, verdict = self.attempt(candidate, moved)
+                if verdict.problems and verdict.problems[0].kind == kind:
+                    current, best = candidate, (candidate, moved, outcome, verdict)
+                    chunk = max(1, len(current.ops) // 2)
         while tries < budget:
             ids = [op["id"] for op in current.ops]
             start = 0
@@ -451,7 +462,7 @@ def check_crashes(
     ops: int = DEFAULT_CRASH_OPS,
     mode: str = "auto",
     only: str | None = None,
-    shrink: int = 16,
+    shrink: int = 24,
     budget: float | None = None,
 ) -> CrashReport:
     """Kill ``factory``'s World inside its calls, reopen it, and check what it kept.

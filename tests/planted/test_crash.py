@@ -32,7 +32,7 @@ def test_each_planted_crash_bug_is_caught_and_named(name: str) -> None:
     assert not report.ok, f"{name} passed:\n{report.render()}"
     (layer,) = report.layers
     finding = layer.failed[0]
-    assert finding.name == EXPECTED[name], report.render()
+    assert finding.name == EXPECTED[name][0], report.render()
     assert finding.seed == "0"
     assert re.search(r"--layers crash --seed 0 --only kill-\d+$", finding.rerun), finding.rerun
     assert "kill: SIGKILL" in finding.reproduction
@@ -43,7 +43,7 @@ def test_every_planted_world_has_a_docstring_naming_its_bug() -> None:
     assert len(PLANTED) >= 5
     for name, factory in PLANTED.items():
         assert factory.__doc__, name
-        assert EXPECTED[name] in CRASH_CLASSES
+        assert set(EXPECTED[name]) <= set(CRASH_CLASSES)
         assert factory_reference(factory) == f"worlds_crash:{factory.__name__}"
 
 
@@ -88,7 +88,8 @@ def test_postgres_survives_the_default_crash_layer(postgres: object) -> None:
 @pytest.mark.parametrize("name", sorted(PLANTED))
 def test_planted_bugs_are_caught_under_other_seeds(name: str, seed: int) -> None:
     report = check_crashes(PLANTED[name], seed=seed, shrink=0)
-    assert [f.kind for f in report.findings] == [EXPECTED[name]]
+    assert len(report.findings) == 1
+    assert report.findings[0].kind in EXPECTED[name]
 
 
 def test_a_world_that_is_not_durable_is_not_applicable() -> None:
@@ -150,7 +151,7 @@ def test_task_mode_cancels_inside_a_call_and_finds_half_a_batch() -> None:
 @pytest.mark.parametrize("name", ["lazy_ack", "group_commit", "lazy_counter"])
 def test_task_mode_finds_state_lost_with_the_abandoned_world(name: str) -> None:
     report = check_crashes(_closure(PLANTED[name]), seed=0, shrink=0)  # type: ignore[arg-type]
-    assert [f.kind for f in report.findings] == [EXPECTED[name]]
+    assert [f.kind for f in report.findings] == [EXPECTED[name][0]]
 
 
 def test_process_mode_needs_an_importable_factory() -> None:
