@@ -25,7 +25,7 @@ from ._crash import (
     check_crashes,
 )
 from ._crash_compare import CRASH_CLASSES
-from ._crash_run import factory_reference
+from ._crash_run import CrashCheckError, factory_reference
 from ._determinism import DeterminismVerdict, check_determinism
 from ._export import LogFileError, event_from_json, event_to_json, load_logs
 from ._fresh import (
@@ -57,6 +57,7 @@ __all__ = [
     "FRESH_TZ",
     "RULES",
     "VERDICTS",
+    "CrashCheckError",
     "CrashFinding",
     "CrashReport",
     "DeterminismVerdict",

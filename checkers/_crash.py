@@ -41,6 +41,7 @@ from durasim.worlds import Capabilities, CountingIds, FixedClock, World
 from ._crash_child import NO_DELIVERY_LIMIT, Op, apply_op, make_world
 from ._crash_compare import Problem, compare_answer, compare_restart
 from ._crash_run import (
+    CrashCheckError,
     Kill,
     Outcome,
     ProcessRunner,
@@ -462,7 +463,7 @@ def check_crashes(
     ops: int = DEFAULT_CRASH_OPS,
     mode: str = "auto",
     only: str | None = None,
-    shrink: int = 24,
+    shrink: int = 16,
     budget: float | None = None,
 ) -> CrashReport:
     """Kill ``factory``'s World inside its calls, reopen it, and check what it kept.
@@ -488,6 +489,8 @@ def check_crashes(
         A :class:`CrashReport`; not applicable unless the World declares ``durable``.
     """
     started = time.perf_counter()
+    if mode not in ("auto", "process", "task"):
+        raise CrashCheckError(f"mode={mode!r} is not known: pass 'auto', 'process' or 'task'")
     capabilities = _capabilities(factory)
     if not capabilities.durable:
         return CrashReport(applicable=False, note="the World does not declare capabilities.durable")
@@ -495,7 +498,7 @@ def check_crashes(
     can_fork = hasattr(os, "fork") and os.name == "posix"
     chosen = mode if mode != "auto" else ("process" if ref and can_fork else "task")
     if chosen == "process" and not (ref and can_fork):
-        raise ValueError(
+        raise CrashCheckError(
             "mode='process' needs POSIX and a factory importable by module:qualname "
             f"(got reference {ref!r}); use mode='task' or a module-level factory"
         )
@@ -555,15 +558,16 @@ def _finding(
     workload = session.workload
     kind = verdict.problems[0].kind
     if kill.mode == "timed":
-        # A timed kill is not reproducible: look for a point kill in the same call that is.
+        # A timed kill is not reproducible: look for a point kill around the call in flight
+        # (its answer seen, unseen, then points spread over it) that fails the same way.
         index = outcome.acked
         points = census.counts[index] if index < len(census.counts) else 0
-        for at in sorted({points + 1, 1, max(1, points // 2), max(1, points - 1)}):
-            again = (
-                Kill(mode="point", op=index, at=at)
-                if index < workload.child_ops
-                else Kill(mode="end")
-            )
+        spread = {points * n // 8 for n in range(1, 8)} - {0}
+        tries = [Kill(mode="after", op=index - 1)] if index > 0 else []
+        if index < workload.child_ops:
+            tries.append(Kill(mode="point", op=index, at=points + 1))
+            tries += [Kill(mode="point", op=index, at=at) for at in sorted(spread)]
+        for again in tries:
             retry, again_verdict = session.attempt(workload, again)
             if again_verdict.problems and again_verdict.problems[0].kind == kind:
                 kill, outcome, verdict = again, retry, again_verdict
@@ -575,6 +579,10 @@ def _finding(
     size = f"{len(workload.ops)} ops" + (
         f", shrunk from {len(session.workload.ops)}" if shrunk is not None else ""
     )
+    if kill.mode == "timed":
+        size += "; found by a timed kill, which a rerun may not land on again"
+    elif failing[1].mode == "timed":
+        size += "; found by a timed kill, replayed by the point kill below"
     return CrashFinding(
         kind=problem.kind,
         message=problem.message,

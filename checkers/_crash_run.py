@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from durasim.worlds import CountingIds, Delivery, FixedClock, World
+from durasim.worlds import CountingIds, Delivery, DurasimError, FixedClock, World
 
 from ._crash_child import (
     NO_DELIVERY_LIMIT,
@@ -42,6 +42,7 @@ from ._crash_child import (
 from ._model import WorldSetup
 
 __all__ = [
+    "CrashCheckError",
     "Kill",
     "Outcome",
     "ProcessRunner",
@@ -54,6 +55,10 @@ _BOOT = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[4]); "
     "from durasim.checkers._crash_child import main; main()"
 )
+
+
+class CrashCheckError(DurasimError, ValueError):
+    """The crash checker cannot run as asked; the message says why and how to fix it."""
 
 
 @attrs.frozen(kw_only=True)
@@ -160,7 +165,10 @@ class ProcessRunner:
         if first is None or "ready" not in first:
             reason = (first or {}).get("fatal") or self._stderr() or "the child did not start"
             self.close()
-            raise RuntimeError(str(reason))
+            raise CrashCheckError(
+                f"the crash checker's child process could not load {ref!r}: {reason}; make the "
+                "factory importable from this sys.path, or pass mode='task'"
+            )
 
     def _stderr(self) -> str:
         self._errors.seek(0)
@@ -211,7 +219,9 @@ class ProcessRunner:
                     fatal = fatal or f"the child did not finish in {self.timeout:.0f} s; killed"
                     deadline = time.monotonic() + 30
                     continue
-                raise RuntimeError("the crash checker's child process is gone: " + self._stderr())
+                raise CrashCheckError(
+                    "the crash checker's child process died outside a trial: " + self._stderr()
+                )
             if "exit" in report:
                 break
             if "pid" in report:
