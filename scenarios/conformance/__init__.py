@@ -1,11 +1,12 @@
 """durasim.scenarios.conformance: does a World keep the contract? (docs/conformance.md).
 
 One factory, ``factory(setup: WorldSetup) -> World`` (or the simulator's
-``factory(clock, ids) -> World``), and four layers: the contract tests of
+``factory(clock, ids) -> World``), and five layers: the contract tests of
 docs/protocol.md (shipped as pytest modules in :mod:`.suite`), the World model
-machine against the reference World, the scenario book over the World, and an
-exploration of the example workflows over it; each gated by the capabilities
-the World declares.
+machine against the reference World, the scenario book over the World, an
+exploration of the example workflows over it, and (for a durable World) kills
+inside its calls followed by restarts; each gated by the capabilities the World
+declares.
 
 * :func:`run_conformance` runs them from Python (``durasim conformance`` prints
   its :class:`ConformanceReport`);

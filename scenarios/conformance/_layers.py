@@ -1,4 +1,4 @@
-"""The four layers of the conformance suite, each a function over one World factory.
+"""The five layers of the conformance suite, each a function over one World factory.
 
 * contract: the shipped contract tests (docs/protocol.md), run by pytest in this
   process with the factory as ``durasim_world_factory``;
