@@ -16,12 +16,24 @@
   from several instances of the World at once, whose history must be
   linearizable against the reference (:func:`check_linearizable`); an anomaly
   is named (:data:`ANOMALIES`) and shrunk to a minimal witness.
+* :func:`check_crashes`: kills a durable World inside its calls (SIGKILL of a
+  child process, or a cancelled task), reopens it and checks that everything
+  acknowledged is there, nothing is half-applied and no position is reused.
 """
 
 from durasim.worlds._public import publish as _publish
 
 from ._anomalies import ANOMALIES, Anomaly, name_anomaly, read_anomalies
 from ._concurrent import ConcurrencyResult, ConcurrencyWitness, run_concurrency
+from ._crash import (
+    DEFAULT_CRASH_OPS,
+    DEFAULT_CRASH_TRIALS,
+    CrashFinding,
+    CrashReport,
+    check_crashes,
+)
+from ._crash_compare import CRASH_CLASSES
+from ._crash_run import CrashCheckError, factory_reference
 from ._determinism import DeterminismVerdict, check_determinism
 from ._export import LogFileError, event_from_json, event_to_json, load_logs
 from ._fresh import (
@@ -47,7 +59,10 @@ from ._rules import RULES
 __all__ = [
     "ANOMALIES",
     "CLOCK_SHIFT",
+    "CRASH_CLASSES",
     "DEFAULT_CHILD_HASH_SEED",
+    "DEFAULT_CRASH_OPS",
+    "DEFAULT_CRASH_TRIALS",
     "FRESH_ENV_VAR",
     "FRESH_TZ",
     "RULES",
@@ -56,6 +71,9 @@ __all__ = [
     "Call",
     "ConcurrencyResult",
     "ConcurrencyWitness",
+    "CrashCheckError",
+    "CrashFinding",
+    "CrashReport",
     "DeterminismVerdict",
     "FreshProcessUnavailable",
     "FreshReplay",
@@ -68,6 +86,7 @@ __all__ = [
     "Violation",
     "WorldModel",
     "WorldModelFailure",
+    "check_crashes",
     "check_determinism",
     "check_invariants",
     "check_linearizable",
@@ -77,6 +96,7 @@ __all__ = [
     "describe_fresh_process",
     "event_from_json",
     "event_to_json",
+    "factory_reference",
     "finished_logs",
     "load_logs",
     "name_anomaly",

@@ -171,7 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     conf.add_argument("factory", help="MODULE:FACTORY, factory(setup) -> World")
     conf.add_argument("--capabilities", default=None, help="test only these (comma-separated)")
     conf.add_argument(
-        "--layers", default=None, help="contract,model,concurrency,book,explore (default all)"
+        "--layers",
+        default=None,
+        help="contract,model,concurrency,book,explore,crash (default all)",
     )
     conf.add_argument("--examples", type=int, default=50, help="examples per search")
     conf.add_argument("--seed", type=int, default=0, help="seed of every search")

@@ -1,11 +1,12 @@
 """durasim.scenarios.conformance: does a World keep the contract? (docs/conformance.md).
 
 One factory, ``make(setup: WorldSetup) -> World`` (the shape everything in
-durasim builds Worlds with, see :class:`~durasim.worlds.WorldSetup`), and five
+durasim builds Worlds with, see :class:`~durasim.worlds.WorldSetup`), and six
 layers: the contract tests of docs/protocol.md (shipped as pytest modules in
 :mod:`.suite`), the World model machine against the reference World, concurrent
 calls on every facet checked for linearizability against it, the scenario book
-over the World, and an exploration of the example workflows over it; each but the
+over the World, an exploration of the example workflows over it, and (for a
+durable World) kills inside its calls followed by restarts; each but the
 concurrency layer gated by the capabilities the World declares.
 
 * :func:`run_conformance` runs them from Python (``durasim conformance`` prints

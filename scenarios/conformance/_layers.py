@@ -1,4 +1,4 @@
-"""The four layers of the conformance suite, each a function over one World factory.
+"""The five layers of the conformance suite, each a function over one World factory.
 
 * contract: the shipped contract tests (docs/protocol.md), run by pytest in this
   process with the factory as ``durasim_world_factory``;
@@ -6,7 +6,9 @@
 * concurrency: :func:`~durasim.checkers.run_concurrency`, concurrent groups over
   every facet checked for linearizability against the reference (every World);
 * book: every scenario of :data:`durasim.scenarios.book.BOOK` over the World;
-* explore: :func:`~durasim.scenarios.explore` of the example workflows over it.
+* explore: :func:`~durasim.scenarios.explore` of the example workflows over it;
+* crash: :func:`~durasim.checkers.check_crashes`: a durable World killed inside
+  its calls, reopened and compared with what it acknowledged.
 
 The book and exploration layers come from sibling packages; a layer whose
 package is absent reports so and counts as skipped.
@@ -28,7 +30,13 @@ from typing import Any
 
 import hypothesis
 
-from durasim.checkers import WorldModelFailure, run_concurrency, run_world_model
+from durasim.checkers import (
+    WorldModelFailure,
+    check_crashes,
+    factory_reference,
+    run_concurrency,
+    run_world_model,
+)
 from durasim.worlds import WorldFactory
 
 from . import _plugin, suite
@@ -40,6 +48,7 @@ __all__ = [
     "book_layer",
     "concurrency_layer",
     "contract_layer",
+    "crash_layer",
     "explore_layer",
     "model_layer",
 ]
@@ -352,4 +361,69 @@ def explore_layer(
         failed=tuple(failed),
         seconds=time.perf_counter() - started,
         note=f"{len(EXAMPLES)} workflows x {examples} examples",
+    )
+
+
+def crash_layer(
+    factory: WorldFactory,
+    *,
+    origin: Any,
+    target: str | None,
+    seed: int,
+    only: str | None = None,
+    rerun: str,
+    trials: int | None = None,
+    budget: float | None = None,
+) -> LayerReport:
+    """Kill the World inside its calls, reopen it, compare (durable Worlds only).
+
+    ``origin`` is the factory as the user gave it and ``target`` its name: the
+    child process that is killed imports it from there (``module:qualname``).
+    """
+    if only is not None and not re.fullmatch(r"kill-\d+", only):
+        return LayerReport(name="crash", note=f"--only {only!r} names no crash trial (kill-N)")
+    started = time.perf_counter()
+    options: dict[str, Any] = {} if trials is None else {"trials": trials}
+    try:
+        report = check_crashes(
+            factory,
+            reference=factory_reference(origin, target),
+            seed=seed,
+            only=only,
+            budget=budget,
+            **options,
+        )
+    except Exception as exc:
+        finding = Finding(
+            layer="crash",
+            name="crash.error",
+            message=f"the crash layer could not run: {type(exc).__name__}: {exc}",
+            seed=str(seed),
+            rerun=f"{rerun} --layers crash --seed {seed}",
+        )
+        return LayerReport(name="crash", failed=(finding,), seconds=time.perf_counter() - started)
+    if not report.applicable:
+        return LayerReport(
+            name="crash",
+            skipped=(("capability 'durable'", 1),),
+            seconds=time.perf_counter() - started,
+            note=report.note,
+        )
+    failed = tuple(
+        Finding(
+            layer="crash",
+            name=f.kind,
+            message=f"{f.message}\n({f.trial}: {f.kill})",
+            reproduction=f.reproduction,
+            seed=str(seed),
+            rerun=f"{rerun} --layers crash --seed {seed} --only {f.trial}",
+        )
+        for f in report.findings
+    )
+    return LayerReport(
+        name="crash",
+        passed=report.trials - len(failed),
+        failed=failed,
+        seconds=time.perf_counter() - started,
+        note=report.note,
     )

@@ -12,7 +12,7 @@ class Finding:
     """One failure, with what a human needs to see it again.
 
     Attributes:
-        layer: ``contract``, ``world model``, ``book`` or ``explore``.
+        layer: ``contract``, ``world model``, ``book``, ``explore`` or ``crash``.
         name: the test, scenario or workflow that failed.
         message: what went wrong (first lines of the assertion or verdict).
         reproduction: a minimal reproduction: the shrunk rules, the scenario's

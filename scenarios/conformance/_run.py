@@ -9,14 +9,21 @@ from pathlib import Path
 
 from durasim.worlds import CountingIds, FixedClock, WorldFactory, WorldSetup, check_factory
 
-from ._layers import book_layer, concurrency_layer, contract_layer, explore_layer, model_layer
+from ._layers import (
+    book_layer,
+    concurrency_layer,
+    contract_layer,
+    crash_layer,
+    explore_layer,
+    model_layer,
+)
 from ._report import ConformanceReport, LayerReport
 from ._target import CAPABILITY_NAMES, narrow
 
 __all__ = ["LAYERS", "run_conformance"]
 
 #: The layers, in the order they run.
-LAYERS = ("contract", "model", "concurrency", "book", "explore")
+LAYERS = ("contract", "model", "concurrency", "book", "explore", "crash")
 
 #: Concurrent groups per example of the other searches (``examples=50``: 400 groups).
 CONCURRENCY_GROUPS_PER_EXAMPLE = 8
@@ -62,7 +69,8 @@ def run_conformance(
         capabilities: test only these features (a subset of what the World
             declares; ``None``: everything it declares).
         layers: which of ``contract``, ``model``, ``concurrency``, ``book``,
-            ``explore`` to run.
+            ``explore``, ``crash`` to run (``crash``: durable Worlds only;
+            docs/conformance.md).
         examples: examples of the World model and of each explored workflow;
             the concurrency layer runs eight groups per example.
         seed: the seed of every search (same seed, same report).
@@ -93,6 +101,10 @@ def run_conformance(
             report = concurrency_layer(built, groups=groups, seed=seed, only=only, rerun=rerun)
         elif layer == "book":
             report = book_layer(built, declared=declared, seed=seed, only=only, rerun=rerun)
+        elif layer == "crash":
+            report = crash_layer(
+                built, origin=factory, target=target, seed=seed, only=only, rerun=rerun
+            )
         else:
             report = explore_layer(
                 built, declared=declared, examples=examples, seed=seed, only=only

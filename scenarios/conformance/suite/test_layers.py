@@ -1,9 +1,9 @@
 """The conformance layers beyond the contract tests, for ``pytest --durasim-conformance``.
 
 The World model machine against the reference, the concurrency checker, each
-scenario of the book, and an exploration of each example workflow, over the World
-``durasim_world_factory`` builds.  ``--durasim-examples`` and ``--durasim-seed``
-size and seed the searches.
+scenario of the book, an exploration of each example workflow, and (for a durable
+World) the crash layer, over the World ``durasim_world_factory`` builds.
+``--durasim-examples`` and ``--durasim-seed`` size and seed the searches.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from durasim.checkers import run_concurrency, run_world_model
+from durasim.checkers import check_crashes, factory_reference, run_concurrency, run_world_model
 
 # Absolute: pytest may import this file as ``scenarios.conformance.suite.test_layers``
 # (its rootdir logic), and the example workflows must keep their one module name.
@@ -105,3 +105,15 @@ def test_explore(
         seed=pytestconfig.getoption("durasim_seed"),
     )
     assert result.failure is None, result.failure.render()
+
+
+def test_crash(durasim_world_factory: WorldFactory, pytestconfig: pytest.Config) -> None:
+    _require(durasim_world_factory, ("durable",))
+    report = check_crashes(
+        durasim_world_factory,
+        reference=factory_reference(durasim_world_factory),
+        seed=pytestconfig.getoption("durasim_seed"),
+    )
+    assert report.ok, "\n\n".join(
+        f"[{f.kind}] {f.message}\n({f.trial}: {f.kill})\n{f.reproduction}" for f in report.findings
+    )
