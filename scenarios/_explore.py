@@ -62,6 +62,7 @@ class ExploreStats:
         reached: ``sometimes()`` names that held, with how often.
         unreached: names looked for (or required) that never held.
         seconds: wall time so far.
+        budget_spent: ``max_seconds`` ended the search before ``max_examples``.
     """
 
     examples: int = 0
@@ -72,6 +73,7 @@ class ExploreStats:
     reached: dict[str, int] = attrs.field(factory=dict)
     unreached: tuple[str, ...] = ()
     seconds: float = 0.0
+    budget_spent: bool = False
 
     @property
     def interleavings(self) -> int:
@@ -183,6 +185,15 @@ class _Found(Exception):
         self.report = report
 
 
+class _BudgetSpent(KeyboardInterrupt):
+    """``max_seconds`` is spent: raised as the next example starts, before it draws.
+
+    A ``KeyboardInterrupt``: the one exception Hypothesis passes on without
+    recording the example (any other, raised before a draw, breaks its record of
+    the choices made: "inconsistent data generation").
+    """
+
+
 class _FoundStuck(BaseException):
     """A control-flow signal: a stuck example ends the exploration at once.
 
@@ -274,6 +285,7 @@ def explore(
     world_factory: StoreFactory | None = None,
     faults: Sequence[str] = FAULT_KINDS,
     max_examples: int = 100,
+    max_seconds: float | None = None,
     property: Property | None = None,
     seed: int | None = None,
     scheduler: str | Scheduling = "random",
@@ -304,6 +316,8 @@ def explore(
             ``(clock, ids) -> World`` (default: a fresh in-memory World).
         faults: fault kinds to explore (``durasim.sim.FAULT_KINDS``; ``()``: none).
         max_examples: examples to generate (shrinking runs come on top).
+        max_seconds: stop starting examples after this long (a failure found by
+            then is still shrunk); ``stats.budget_spent`` says it ended the search.
         property: ``property(outcome, log)`` over the run's outcome and its log;
             falsy or raising fails the example.
         seed: makes the search reproducible (same seed, same examples).
@@ -383,8 +397,12 @@ def explore(
     reach = Reachability()
     found: list[ExampleReport] = []
     started = time.monotonic()
+    deadline = None if max_seconds is None else started + max_seconds
 
     def one(data: st.DataObject) -> None:
+        if deadline is not None and not found and time.monotonic() >= deadline:
+            stats.budget_spent = True
+            raise _BudgetSpent  # before any draw: Hypothesis records nothing of it
         conjecture = data.conjecture_data
         drawn = [0]
         stopped: list[BaseException] = []
@@ -477,7 +495,7 @@ def explore(
         # flat; batch b of a seeded exploration uses seed + b * 1_000_003.
         batch = 0
         remaining = max_examples
-        while remaining > 0 and failure is None:
+        while remaining > 0 and failure is None and not stats.budget_spent:
             size = min(remaining, max(1, batch_examples))
             test = settings(
                 max_examples=size,
@@ -495,6 +513,8 @@ def explore(
             before = stats.examples
             try:
                 test()
+            except _BudgetSpent:
+                break
             except (_Found, _FoundStuck) as exc:
                 failure = _failure(exc.report, workflow)
             except Flaky as exc:

@@ -1,14 +1,15 @@
 """durasim.scenarios.conformance: does a World keep the contract? (docs/conformance.md).
 
 One factory, ``factory(setup: WorldSetup) -> World`` (or the simulator's
-``factory(clock, ids) -> World``), and four layers: the contract tests of
-docs/protocol.md (shipped as pytest modules in :mod:`.suite`), the World model
-machine against the reference World, the scenario book over the World, and an
-exploration of the example workflows over it; each gated by the capabilities
-the World declares.
+``factory(clock, ids) -> World``), and a registry of layers (:func:`register_layer`),
+cheapest first: the contract tests of docs/protocol.md (shipped as pytest modules
+in :mod:`.suite`), the scenario book over the World, the World model machine
+against the reference World, and an exploration of the example workflows over
+it; each gated by the capabilities the World declares.
 
 * :func:`run_conformance` runs them from Python (``durasim conformance`` prints
-  its :class:`ConformanceReport`);
+  its :class:`ConformanceReport`; :func:`write_report` writes it as JSON or
+  JUnit XML);
 * the pytest plugin (``pytest --durasim-conformance`` with a
   ``durasim_world_factory`` fixture) runs them as tests.
 """
@@ -19,8 +20,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._report import ConformanceReport, Finding, LayerReport
-    from ._run import LAYERS, run_conformance
+    from ._formats import report_to_json, report_to_junit, write_report
+    from ._registry import DEFAULT_BUDGET, Layer, LayerContext, register_layer, registered_layers
+    from ._report import Case, ConformanceReport, Finding, LayerReport
+    from ._run import LAYERS, default_layers, run_conformance
     from ._target import (
         CAPABILITY_NAMES,
         AnyFactory,
@@ -34,18 +37,28 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CAPABILITY_NAMES",
+    "DEFAULT_BUDGET",
     "LAYERS",
     "AnyFactory",
+    "Case",
     "ConformanceReport",
     "FactoryError",
     "Finding",
+    "Layer",
+    "LayerContext",
     "LayerReport",
     "SetupFactory",
     "StoreFactory",
+    "default_layers",
     "load_factory",
+    "register_layer",
+    "registered_layers",
+    "report_to_json",
+    "report_to_junit",
     "run_conformance",
     "setup_factory",
     "store_factory",
+    "write_report",
 ]
 
 # Every public name is imported when first used (PEP 562): the pytest plugin lives in this
@@ -55,17 +68,27 @@ __all__ = [
 _LAZY = {
     "AnyFactory": "._target",
     "CAPABILITY_NAMES": "._target",
+    "Case": "._report",
     "ConformanceReport": "._report",
+    "DEFAULT_BUDGET": "._registry",
     "FactoryError": "._target",
     "Finding": "._report",
     "LAYERS": "._run",
+    "Layer": "._registry",
+    "LayerContext": "._registry",
     "LayerReport": "._report",
     "SetupFactory": "._target",
     "StoreFactory": "._target",
+    "default_layers": "._run",
     "load_factory": "._target",
+    "register_layer": "._registry",
+    "registered_layers": "._registry",
+    "report_to_json": "._formats",
+    "report_to_junit": "._formats",
     "run_conformance": "._run",
     "setup_factory": "._target",
     "store_factory": "._target",
+    "write_report": "._formats",
 }
 
 

@@ -1,48 +1,89 @@
-"""``run_conformance``: every layer over one World factory, without pytest in charge."""
+"""``run_conformance``: every layer over one World factory, without pytest in charge.
+
+The runner never loses its report: an exception raised by the World (or by a
+layer itself) in any layer is that layer's failure, shown with where it was
+raised, and every other layer still runs and is reported.  Only a factory that
+cannot build a World at all stops it before the first layer (:class:`FactoryError`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from durasim.checkers import WorldSetup
-from durasim.worlds import CountingIds, FixedClock
+from durasim.worlds import Capabilities, CountingIds, FixedClock
 
-from ._layers import book_layer, contract_layer, explore_layer, model_layer
-from ._report import ConformanceReport, LayerReport
+from ._layers import stopped
+from ._registry import DEFAULT_BUDGET, Layer, LayerContext, layer_named, registered_layers
+from ._report import Case, ConformanceReport, LayerReport
 from ._target import (
     CAPABILITY_NAMES,
     AnyFactory,
+    FactoryError,
     StoreFactory,
     narrow,
     setup_factory,
     store_factory,
 )
 
-__all__ = ["LAYERS", "run_conformance"]
-
-#: The layers, in the order they run.
-LAYERS = ("contract", "model", "book", "explore")
+__all__ = ["DEFAULT_BUDGET", "LAYERS", "default_layers", "run_conformance"]
 
 
-def _describe(factory: AnyFactory) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
-    """The World's type name, the features it declares and the ones it lacks."""
+def default_layers() -> tuple[str, ...]:
+    """The layers a run without ``layers=`` runs, cheapest and most telling first."""
+    return tuple(layer.name for layer in registered_layers() if layer.default)
+
+
+#: The default layers, in the order they run (more may register: :func:`default_layers`).
+LAYERS = default_layers()
+
+
+def _describe(factory: AnyFactory, label: str) -> tuple[str, Capabilities]:
+    """The World's type name and what it declares (one World built and closed)."""
     with tempfile.TemporaryDirectory(prefix="durasim-conformance-") as scratch:
         setup = WorldSetup(
             clock=FixedClock(), ids=CountingIds(), max_deliveries=2, directory=Path(scratch)
         )
-        world = setup_factory(factory)(setup)
+        try:
+            world = setup_factory(factory)(setup)
+        except Exception as exc:
+            raise FactoryError(
+                f"the factory {label} cannot build a World: {type(exc).__name__}: {exc}; "
+                "call it with a WorldSetup yourself to see why"
+            ) from exc
         try:
             caps = world.capabilities
             inner = getattr(world, "inner", world)
             name = type(inner).__name__
         finally:
             asyncio.run(world.close())
-    declared = tuple(n for n in CAPABILITY_NAMES if getattr(caps, n))
-    lacking = tuple(n for n in CAPABILITY_NAMES if not getattr(caps, n))
-    return name, declared, lacking
+    return name, caps
+
+
+def _run_layer(layer: Layer, context: LayerContext) -> LayerReport:
+    """One layer; never raises (an exception is the layer's failure)."""
+    missing = context.lacks(layer.needs)
+    if missing:
+        why = f"the World lacks capability {missing[0]!r}"
+        return LayerReport(
+            name=layer.title,
+            not_applicable=why,
+            cases=(Case(name=layer.title, outcome="not applicable", detail=why),),
+        )
+    started = time.perf_counter()
+    try:
+        return layer.run(context)
+    except Exception as exc:  # reported as the layer's failure
+        return LayerReport(
+            name=layer.title,
+            failed=(stopped(layer.title, "(the layer)", exc),),
+            seconds=time.perf_counter() - started,
+            cases=(Case(name=layer.title, outcome="failed"),),
+        )
 
 
 def run_conformance(
@@ -50,11 +91,14 @@ def run_conformance(
     *,
     target: str | None = None,
     capabilities: Iterable[str] | None = None,
-    layers: Iterable[str] = LAYERS,
-    examples: int = 50,
+    layers: Iterable[str] | None = None,
+    budget: float | None = None,
+    examples: int | None = None,
     seed: int = 0,
     only: str | None = None,
     store: StoreFactory | None = None,
+    strict: bool = False,
+    stop_at_first_failure: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> ConformanceReport:
     """Run the conformance suite over the Worlds ``factory`` builds; the report.
@@ -65,44 +109,67 @@ def run_conformance(
             (``pkg.module:factory``).
         capabilities: test only these features (a subset of what the World
             declares; ``None``: everything it declares).
-        layers: which of ``contract``, ``model``, ``book``, ``explore`` to run.
-        examples: examples of the World model and of each explored workflow.
-        seed: the seed of every search (same seed, same report).
+        layers: which layers to run, in this order (default: :func:`default_layers`).
+        budget: seconds each searching layer (world model, explore) spends
+            starting examples (default :data:`DEFAULT_BUDGET`, or none when
+            ``examples`` is given).
+        examples: at most this many examples per searching layer (per
+            workflow for the exploration); with no ``budget``, exactly this many.
+        seed: the seed of every search (same seed and ``examples``, same report).
         only: run only the tests, scenarios or workflows whose names match.
         store: the ``(clock, ids)`` factory the simulated layers use; pass an
             importable one so ``durasim reproduce`` can rebuild the World
             (default: adapted from ``factory``).
-        progress: called with a line as each layer ends.
+        strict: certification mode: a check that is not applicable to the World,
+            or a layer that did not run, fails the report.
+        stop_at_first_failure: run no layer after the first that fails (the
+            others are reported as not run).
+        progress: called with ``"<layer>: running"`` as each layer starts and with
+            its report line as it ends.
 
     Returns:
         A :class:`ConformanceReport`; ``.ok`` only when every applicable check passed.
+
+    Raises:
+        FactoryError: the factory cannot build a World.
+        ValueError: an unknown layer or capability.
     """
-    chosen = tuple(layers)
-    unknown = set(chosen) - set(LAYERS)
-    if unknown:
-        raise ValueError(f"unknown layers {sorted(unknown)}: choose from {', '.join(LAYERS)}")
+    chosen = [layer_named(name) for name in (default_layers() if layers is None else layers)]
     built = narrow(setup_factory(factory), capabilities)
-    sim_store = store if store is not None and capabilities is None else store_factory(built)
-    name, declared, lacking = _describe(built)
     label = str(target or getattr(factory, "__qualname__", "factory"))
+    name, caps = _describe(built, label)
+    sim_store = store if store is not None and capabilities is None else store_factory(built)
+    declared = tuple(n for n in CAPABILITY_NAMES if getattr(caps, n))
+    lacking = tuple(n for n in CAPABILITY_NAMES if not getattr(caps, n))
     rerun = f"durasim conformance {label}"
     if capabilities is not None:
         rerun += f" --capabilities {','.join(declared) or 'none'}"
+    context = LayerContext(
+        factory=built,
+        store=sim_store,
+        capabilities=caps,
+        declared=declared,
+        seed=seed,
+        only=only,
+        rerun=rerun,
+        budget=budget if budget is not None or examples is not None else DEFAULT_BUDGET,
+        examples=examples,
+        progress=progress,
+    )
     reports: list[LayerReport] = []
+    stop = ""
     for layer in chosen:
-        if layer == "contract":
-            report = contract_layer(built, only=only, rerun=rerun)
-        elif layer == "model":
-            report = model_layer(built, examples=examples, seed=seed, rerun=rerun)
-        elif layer == "book":
-            report = book_layer(sim_store, declared=declared, seed=seed, only=only, rerun=rerun)
-        else:
-            report = explore_layer(
-                sim_store, declared=declared, examples=examples, seed=seed, only=only
-            )
+        if stop:
+            reports.append(LayerReport(name=layer.title, not_run=stop))
+            continue
+        if progress is not None:
+            progress(f"{layer.title}: running")
+        report = _run_layer(layer, context)
         reports.append(report)
         if progress is not None:
-            progress(f"{report.name}: {report.status} ({report.seconds:.1f} s)")
+            progress(report.summary())
+        if stop_at_first_failure and not report.ok:
+            stop = f"stopped after the first failing layer ({report.name})"
     return ConformanceReport(
         target=label,
         world=name,
@@ -110,4 +177,5 @@ def run_conformance(
         lacking=lacking,
         layers=tuple(reports),
         seed=seed,
+        strict=strict,
     )

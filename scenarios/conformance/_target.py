@@ -46,7 +46,17 @@ StoreFactory = Callable[[Clock, IdSource], World]
 AnyFactory = SetupFactory | StoreFactory
 
 #: The feature flags of :class:`~durasim.worlds.Capabilities` a World may lack.
-CAPABILITY_NAMES = ("in_band_fence", "batch", "hook_resume_dedup", "queue", "streams")
+CAPABILITY_NAMES = (
+    "in_band_fence",
+    "batch",
+    "hook_resume_dedup",
+    "queue",
+    "streams",
+    "attr_set",
+    "conditional_writes",
+    "input_validation",
+    "strict_lifecycles",
+)
 
 #: ``max_deliveries`` when the layer does not ask for dead letters.
 _NO_DELIVERY_LIMIT = 1_000_000
