@@ -56,6 +56,7 @@ def test_world_model(durasim_world_factory: AnyFactory, pytestconfig: pytest.Con
     run_world_model(
         setup_factory(durasim_world_factory),
         max_examples=pytestconfig.getoption("durasim_examples"),
+        max_seconds=pytestconfig.getoption("durasim_budget"),
         seed=pytestconfig.getoption("durasim_seed"),
     )
 
@@ -97,6 +98,7 @@ def test_explore(
         world_factory=store_factory(durasim_world_factory),
         hooks=hooks,
         max_examples=pytestconfig.getoption("durasim_examples"),
+        max_seconds=pytestconfig.getoption("durasim_budget"),
         seed=pytestconfig.getoption("durasim_seed"),
     )
     assert result.failure is None, result.failure.render()
