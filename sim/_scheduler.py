@@ -228,15 +228,17 @@ class Scheduler:
             raise Crashed
         run_id, requests, token = _describe(call, args, kwargs)
         writers = _writers(actor, requests)
+        events: tuple[tuple[str, str | None, int], ...] = ()
         if requests:
             types = tuple(r.type._value_ for r in requests)
             cids = tuple(r.correlation_id for r in requests if r.correlation_id)
+            events = tuple((r.type._value_, r.correlation_id, 0) for r in requests)
         else:
             types = cids = ()
         self._calls += 1
         seq = self._calls
         try:
-            await self._pass(actor, seq, call, "before", writers, run_id, types, cids, token)
+            await self._pass(actor, seq, call, "before", writers, run_id, types, cids, token, events)
         except InjectedFault as exc:
             self._reject(seq, writers[0], call, types, exc)
             raise
@@ -246,16 +248,18 @@ class Scheduler:
             self._reject(seq, writers[0], call, types, exc)
             error = type(exc).__name__
             await self._pass(
-                actor, seq, call, "after", writers, run_id, types, cids, token, True, error
+                actor, seq, call, "after", writers, run_id, types, cids, token, events, True, error
             )
             raise
         committed = self._committed(writers, result)
         if committed:
             run_id = run_id or committed[0].run_id
             types += tuple(e.type._value_ for e in committed if e.type not in types)
+            # After the commit a point names what was committed, at its positions.
+            events = tuple((e.type._value_, e.correlation_id, e.seq) for e in committed)
         if call == "events.list" and self._hidden:
             result = self._stale_read(writers[0], result)
-        await self._pass(actor, seq, call, "after", writers, run_id, types, cids, token)
+        await self._pass(actor, seq, call, "after", writers, run_id, types, cids, token, events)
         return result
 
     async def _direct(
@@ -303,7 +307,7 @@ class Scheduler:
         """Record ``point``, fire the script's watches, park until the scheduler says go."""
         self._history.append(point)
         parked = Parked(point=point, future=self.loop.create_future(), actor=actor)
-        crash = False
+        crash: Watch | None = None
         if self._watches:
             for watch in list(self._watches):
                 if not watch.match.matches(point):
@@ -322,9 +326,12 @@ class Scheduler:
                 elif watch.action == "fail":
                     parked.fail = True
                 elif watch.action == "crash":
-                    crash = True
-        if crash:
-            self.crash(actor, point)
+                    crash = watch
+        if crash is not None:
+            where = crash.match.describe_hit(point)
+            if not where.startswith("at "):
+                where += f" ({point.writer.label} at {point.call} [call {point.seq}])"
+            self.crash(actor, point, where=where)
             raise Crashed
         if not parked.held and not parked.fail and self._alone():
             # The idle point would offer exactly this task and ask nothing (no
@@ -801,13 +808,18 @@ class Scheduler:
         except WorldError:
             self.trace.add("note", f"d{record.number} could not settle {record.message_id}")
 
-    def crash(self, actor: Actor, point: Point | None = None) -> None:
-        """Crash ``actor``'s delivery: it stops at once; its lease expires later."""
+    def crash(self, actor: Actor, point: Point | None = None, *, where: str = "") -> None:
+        """Crash ``actor``'s delivery: it stops at once; its lease expires later.
+
+        ``where`` says where in the trace (default: the point's description);
+        a scripted crash names the commit and event its match selected.
+        """
         if actor.crashed:
             return
         actor.crashed = True
-        where = f" at {point.describe()}" if point is not None else ""
-        self.trace.add("fault", f"crash {actor.writer.label}{where}")
+        if not where and point is not None:
+            where = f"at {point.describe()}"
+        self.trace.add("fault", f"crash {actor.writer.label}" + (f" {where}" if where else ""))
         if actor.message_id is not None and not actor.duplicate:
             self.queue.expire(actor.message_id, after=self.lease_seconds)
         for parked in list(self._parked.values()):
@@ -853,8 +865,8 @@ class Scheduler:
 
 def _point(fields: tuple[Any, ...]) -> Point:
     """A Point from (ordinal, seq, call, phase, writers, run_id, types, correlation ids,
-    token[, failed, error])."""
-    ordinal, seq, call, phase, writers, run_id, types, correlation_ids, token, *failure = fields
+    token, events[, failed, error])."""
+    ordinal, seq, call, phase, writers, run_id, types, cids, token, events, *failure = fields
     failed, error = failure or (False, None)
     return Point(
         ordinal=ordinal,
@@ -865,10 +877,11 @@ def _point(fields: tuple[Any, ...]) -> Point:
         writers=writers,
         run_id=run_id,
         types=types,
-        correlation_ids=correlation_ids,
+        correlation_ids=cids,
         token=token,
         failed=failed,
         error=error,
+        events=events,
     )
 
 
