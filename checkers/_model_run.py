@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 import hypothesis
 from hypothesis import HealthCheck, Phase
-from hypothesis.errors import HypothesisException
+from hypothesis.errors import Flaky, HypothesisException
 from hypothesis.stateful import run_state_machine_as_test
 
 from durasim.worlds import DurasimError, World
@@ -205,6 +205,8 @@ def run_world_model(
     except _BudgetSpent:
         if tracker.error is not None:  # shrinking ran out of time: the shortest so far
             raise _failure(factory, tracker.error, tracker, minimize_seconds) from tracker.error
+    except Flaky as exc:
+        raise _unrepeatable(factory, exc, tracker) from exc
     except HypothesisException:
         raise  # a misconfiguration or a flaky World: Hypothesis's own report is best
     except Exception as exc:
@@ -243,6 +245,27 @@ def _failure(
         f"the World model found a difference in the Worlds from {_label(factory)} "
         f"(after {tracker.examples} passing examples): {type(error).__name__}: {error}"
         f"\n\nreproduction ({how}):\n" + "\n".join(f"    {line}" for line in steps),
+        steps=steps,
+        examples=tracker.examples,
+    )
+
+
+def _unrepeatable(factory: WorldFactory, exc: Flaky, tracker: _Tracker) -> WorldModelFailure:
+    """The World answered one example two ways: what it answered first, and why that matters."""
+    first = ""
+    if tracker.error is not None:
+        first = f"\n\nthe first difference seen:\n{tracker.error}"
+        steps = render_steps(f"WorldModel_{_label(factory)}", tracker.best or [])
+    else:
+        steps = []
+    return WorldModelFailure(
+        f"the World model ran one example twice over fresh Worlds from {_label(factory)} and "
+        f"they answered differently ({type(exc).__name__}): the World's answers depend on "
+        "more than the calls made to it, e.g. state shared by the Worlds of one process "
+        "(a module-level cache or pool), the wall clock, randomness, or a transient "
+        f"error it does not retry{first}"
+        + ("\n\nreproduction (may pass when run alone):\n" if steps else "")
+        + "\n".join(f"    {line}" for line in steps),
         steps=steps,
         examples=tracker.examples,
     )

@@ -63,7 +63,10 @@ def model_layer(context: LayerContext) -> LayerReport:
             max_examples=max_examples,
             max_seconds=max_seconds,
             seed=context.seed,
-            settings=hypothesis.settings(database=None, print_blob=False),
+            # Quiet: the layer reports the failure itself (Hypothesis would print its steps).
+            settings=hypothesis.settings(
+                database=None, print_blob=False, verbosity=hypothesis.Verbosity.quiet
+            ),
             shrink_seconds=tidy,
             minimize_seconds=tidy,
         )
