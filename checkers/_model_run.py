@@ -63,7 +63,8 @@ class WorldModelRun:
 
 
 class _BudgetSpent(KeyboardInterrupt):
-    """The search's time is up (see the module docstring for why a KeyboardInterrupt)."""
+    """A control-flow signal: the search's time is up (see the module docstring for why
+    a KeyboardInterrupt: Hypothesis passes it on without recording the example)."""
 
 
 @attrs.define(eq=False)

@@ -186,7 +186,7 @@ class _Found(Exception):
 
 
 class _BudgetSpent(KeyboardInterrupt):
-    """``max_seconds`` is spent: raised as the next example starts, before it draws.
+    """A control-flow signal: ``max_seconds`` is spent; raised as the next example starts.
 
     A ``KeyboardInterrupt``: the one exception Hypothesis passes on without
     recording the example (any other, raised before a draw, breaks its record of
