@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 from durasim.scenarios.conformance import (
-    DEFAULT_BUDGET,
     FactoryError,
     load_factory,
     run_conformance,
@@ -34,8 +33,8 @@ def add_conformance_arguments(parser: argparse.ArgumentParser) -> None:
         "--budget",
         type=float,
         default=None,
-        help=f"seconds per searching layer (model, explore; default {DEFAULT_BUDGET:g}, "
-        "or none with --examples)",
+        help="seconds for each searching layer (default: the World model 50, the "
+        "exploration 30; none with --examples)",
     )
     parser.add_argument(
         "--examples",

@@ -17,7 +17,7 @@ import hypothesis
 from durasim.checkers import WorldModelFailure, run_world_model
 
 from ._layers import RUNTIME_NEEDS, first_lines, stopped
-from ._registry import DEFAULT_BUDGET, Layer, LayerContext, register_layer
+from ._registry import Layer, LayerContext, register_layer
 from ._report import Case, Finding, LayerReport
 from .examples import EXAMPLES
 
@@ -34,7 +34,7 @@ def _options(context: LayerContext) -> str:
     options = f" --seed {context.seed}"
     if context.examples is not None:
         options += f" --examples {context.examples}"
-    if context.budget != DEFAULT_BUDGET and context.budget is not None:
+    if context.budget is not None:
         options += f" --budget {context.budget:g}"
     return options
 
@@ -179,6 +179,7 @@ register_layer(
         cost=30,
         run=model_layer,
         searches=True,
+        default_budget=50.0,
         summary="the World and the reference MemoryWorld driven side by side (Hypothesis)",
     )
 )
@@ -190,6 +191,7 @@ register_layer(
         run=explore_layer,
         needs=RUNTIME_NEEDS,
         searches=True,
+        default_budget=30.0,
         summary="the example workflows explored under faults, with the runtime over the World",
     )
 )

@@ -34,9 +34,10 @@ __all__ = [
     "registered_layers",
 ]
 
-#: Seconds each searching layer (model, explore) runs by default.  Measured on
-#: SQLite on a 2-core VM: the World model runs 300-600 examples in this time (the
-#: issue's planted bugs needed up to 300), the default suite stays under 2 minutes.
+#: Seconds a searching layer spends starting examples when neither ``budget`` nor
+#: ``examples`` is given and the layer names no default of its own
+#: (``Layer.default_budget``: the World model 50, the exploration 30; chosen so the
+#: default run on SQLite stays under 2 minutes on 2 cores, docs/benchmarks.md).
 DEFAULT_BUDGET = 40.0
 
 #: Modules (relative to this package) whose import registers layers.
@@ -57,7 +58,7 @@ class LayerContext:
         only: run only the checks whose names contain this.
         rerun: the command that runs the suite again (``durasim conformance ref``).
         budget: seconds a searching layer may spend starting examples (``None``:
-            bounded by ``examples`` alone).
+            the layer's default when ``examples`` is ``None`` too, else no time limit).
         examples: at most this many examples (``None``: bounded by ``budget`` alone).
         progress: where a layer may report progress (one line at a time).
     """
@@ -69,7 +70,7 @@ class LayerContext:
     seed: int = 0
     only: str | None = None
     rerun: str = "durasim conformance"
-    budget: float | None = DEFAULT_BUDGET
+    budget: float | None = None
     examples: int | None = None
     progress: Callable[[str], None] | None = None
 
@@ -90,6 +91,7 @@ class Layer:
         needs: capabilities without which nothing of it applies (reported as
             *not applicable*, naming the first one missing).
         searches: whether it runs examples until ``budget`` / ``examples``.
+        default_budget: its budget when the run names none (``None``: :data:`DEFAULT_BUDGET`).
         default: whether a run without ``--layers`` includes it.
         summary: one line for ``--help`` and docs.
     """
@@ -100,6 +102,7 @@ class Layer:
     run: Callable[[LayerContext], LayerReport]
     needs: tuple[str, ...] = ()
     searches: bool = False
+    default_budget: float | None = None
     default: bool = True
     summary: str = ""
 

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import attrs
+
 from durasim.checkers import WorldSetup
 from durasim.worlds import Capabilities, CountingIds, FixedClock
 
@@ -74,6 +76,9 @@ def _run_layer(layer: Layer, context: LayerContext) -> LayerReport:
             not_applicable=why,
             cases=(Case(name=layer.title, outcome="not applicable", detail=why),),
         )
+    if layer.searches and context.budget is None and context.examples is None:
+        budget = DEFAULT_BUDGET if layer.default_budget is None else layer.default_budget
+        context = attrs.evolve(context, budget=budget)
     started = time.perf_counter()
     try:
         return layer.run(context)
@@ -111,8 +116,8 @@ def run_conformance(
             declares; ``None``: everything it declares).
         layers: which layers to run, in this order (default: :func:`default_layers`).
         budget: seconds each searching layer (world model, explore) spends
-            starting examples (default :data:`DEFAULT_BUDGET`, or none when
-            ``examples`` is given).
+            starting examples (default: each layer's own, 50 s for the World
+            model and 30 s for the exploration; none when ``examples`` is given).
         examples: at most this many examples per searching layer (per
             workflow for the exploration); with no ``budget``, exactly this many.
         seed: the seed of every search (same seed and ``examples``, same report).
@@ -152,7 +157,7 @@ def run_conformance(
         seed=seed,
         only=only,
         rerun=rerun,
-        budget=budget if budget is not None or examples is not None else DEFAULT_BUDGET,
+        budget=budget,
         examples=examples,
         progress=progress,
     )
