@@ -218,7 +218,7 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
 
     def promises(self, error: type[BaseException]) -> bool:
         """Whether the subject declares the capability behind refusals of type ``error``."""
-        needs = REFUSAL_NEEDS.get(error)  # type: ignore[call-overload]
+        needs = REFUSAL_NEEDS.get(error) if issubclass(error, WorldError) else None
         return needs is None or bool(getattr(self.caps, needs, True))
 
     def differs(self, what: str, expected: Any, actual: Any) -> NoReturn:

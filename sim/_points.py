@@ -211,7 +211,9 @@ class Match:
 
     @property
     def _on_events(self) -> bool:
-        return self.event_type is not None or self.step is not None or self.correlation_id is not None
+        return (
+            self.event_type is not None or self.step is not None or self.correlation_id is not None
+        )
 
     def _cid_matches(self, cid: str | None) -> bool:
         if self.step is not None and not (

@@ -238,7 +238,9 @@ class Scheduler:
         self._calls += 1
         seq = self._calls
         try:
-            await self._pass(actor, seq, call, "before", writers, run_id, types, cids, token, events)
+            await self._pass(
+                actor, seq, call, "before", writers, run_id, types, cids, token, events
+            )
         except InjectedFault as exc:
             self._reject(seq, writers[0], call, types, exc)
             raise

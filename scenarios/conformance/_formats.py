@@ -136,11 +136,11 @@ def report_to_junit(report: ConformanceReport) -> str:
                 else:
                     counts["skipped"] += 1
                     ET.SubElement(element, "skipped", message=why)
-        for key, value in counts.items():
-            suite.set(key, str(value))
-            totals[key] += value
-    for key, value in totals.items():
-        root.set(key, str(value))
+        for key, count in counts.items():
+            suite.set(key, str(count))
+            totals[key] += count
+    for key, total in totals.items():
+        root.set(key, str(total))
     root.set("time", f"{sum(layer.seconds for layer in report.layers):.3f}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -107,7 +107,10 @@ def test_a_refused_write_is_matched_on_the_events_it_asked_for() -> None:
         error="EntityConflict",
         types=("step_completed", "step_created"),
         correlation_ids=("step//m//reserve#1", "step//m//charge#1"),
-        events=(("step_completed", "step//m//reserve#1", 0), ("step_created", "step//m//charge#1", 0)),
+        events=(
+            ("step_completed", "step//m//reserve#1", 0),
+            ("step_created", "step//m//charge#1", 0),
+        ),
     )
     assert Match(event_type="step_completed", step="reserve", failed=True).matches(refused)
     assert not Match(event_type="step_completed", step="charge").matches(refused)
