@@ -15,13 +15,12 @@ order the subject committed them; any answer the reference would not give is a
 bug (two in-band writers holding one count both accepted, a lost refusal ...).
 
 :mod:`._model_run` runs it against a factory, with or without pytest; the queue
-and stream rules are in :mod:`._model_queue`.
+and stream rules are in :mod:`._model_queue`, the race in :mod:`._model_race`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import shutil
 import sys
 import tempfile
@@ -65,6 +64,7 @@ from ._diff import render_difference
 from ._invariants import check_invariants
 from ._model_ops import recorded
 from ._model_queue import _QueueRules
+from ._model_race import _RaceRules
 
 __all__ = ["REFUSAL_NEEDS", "WorldFactory", "WorldModel", "WorldSetup"]
 
@@ -122,7 +122,7 @@ def _create(
     return create
 
 
-class WorldModel(_QueueRules, RuleBasedStateMachine):
+class WorldModel(_RaceRules, _QueueRules, RuleBasedStateMachine):
     """Drive a World under test and the reference MemoryWorld with the same operations.
 
     Subclass it and define :meth:`make_world`, or let :func:`world_model_for` or
@@ -445,77 +445,6 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
             lambda w: w.events.create_batch(run_id, batch, seen_seq=seen_seq, **kwargs),
             f"events.create_batch({run_id!r}, {specs}, seen_seq={seen_seq}, {kwargs})",
         )
-
-    # A race is judged by the refusals it may get: a World that does not
-    # promise the lifecycle refusals cannot be judged this way.
-    @precondition(lambda self: self.caps.in_band_fence and self.caps.strict_lifecycles)
-    @rule(
-        run_id=ops.targets,
-        writers=st.lists(
-            st.tuples(ops.race_requests, st.sampled_from(["fresh", "fresh", "stale", "out"])),
-            min_size=2,
-            max_size=4,
-        ),
-    )
-    @recorded
-    def race(self, run_id: str, writers: list[tuple[ops.Spec, str]]) -> None:
-        """Concurrent writers, in-band ones holding the same (or a stale) count.
-
-        The subject runs them concurrently; the race is then linearized on the
-        reference.  The writers that appended replay one by one in the subject's
-        commit order and must get the same answers.  Each of the others (refused,
-        or accepted without appending) must get its answer, facts included, at
-        some point of that order: it may have been decided before, between or
-        after the appends (dry runs on copies of the reference).
-        """
-        writers = [(spec, fence) for spec, fence in writers if self.declares(spec)]
-        fresh = self._count(run_id, "fresh")
-        calls: list[Callable[[World], Awaitable[EventResult]]] = []
-        for spec, fence in writers:
-            request = self._request(spec)
-            kwargs: dict[str, Any] = {}
-            if fence != "out":
-                count = fresh if fence == "fresh" else self._count(run_id, "stale")
-                kwargs = {"in_band": True, "expected_seq_in_band": count}
-            calls.append(_create(run_id, request, **kwargs))
-
-        async def concurrently(world: World) -> list[Any]:
-            return await asyncio.gather(*(c(world) for c in calls), return_exceptions=True)
-
-        answers: list[tuple[Any, ...]] = []
-        self.dirty = True
-        for answer in self._run(concurrently(self.subject)):
-            if isinstance(answer, WorldError):
-                answers.append(("error", type(answer), answer.facts))
-            elif isinstance(answer, BaseException):
-                raise answer
-            else:
-                answers.append(("ok", answer))
-        appended = [i for i, a in enumerate(answers) if a[0] == "ok" and a[1].allocated]
-        appended.sort(key=lambda i: answers[i][1].event.seq)
-        floating = [i for i in range(len(answers)) if i not in appended]
-
-        def what(i: int) -> str:
-            return (
-                f"a race on {run_id!r} (writer {i} of {writers}; in-band count {fresh}; "
-                f"appended in the order {appended})"
-            )
-
-        points: list[MemoryWorld] = []
-        for i in appended:
-            if floating:
-                points.append(copy.deepcopy(self.reference))
-            expected = self._run(ops.outcome(calls[i](self.reference)))
-            if expected != answers[i]:
-                self.differs(what(i), expected, answers[i])
-        points.append(self.reference)
-        for i in floating:
-            # Latest point first: most refusals still hold at the end.
-            tried = [
-                self._run(ops.outcome(calls[i](copy.deepcopy(point)))) for point in reversed(points)
-            ]
-            if answers[i] not in tried:
-                self.differs(f"{what(i)}, at any point of the race", tried, answers[i])
 
     @rule(call=st.sampled_from(ops.BAD_CALLS))
     @recorded
