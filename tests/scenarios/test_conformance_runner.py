@@ -253,3 +253,15 @@ def test_the_plugin_runs_from_a_conftest_in_a_subfolder(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "error" not in done.stdout.splitlines()[-1]
     assert " passed" in done.stdout
+
+
+def test_the_progress_line_of_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    from durasim.scenarios._cli_conformance import _Progress
+
+    progress = _Progress()
+    report = run_conformance(
+        memory_world, layers=["contract"], only="test_hook_lifecycle", progress=progress
+    )
+    out = capsys.readouterr().out
+    assert out.startswith("  contract     ...\r  contract     passed")
+    assert out.endswith(report.layers[0].summary() + "\n")
