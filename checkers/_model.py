@@ -15,14 +15,14 @@ order the subject committed them; any answer the reference would not give is a
 bug (two in-band writers holding one count both accepted, a lost refusal ...).
 
 :mod:`._model_run` runs it against a factory, with or without pytest; the queue
-and stream rules are in :mod:`._model_queue`.
+and stream rules are in :mod:`._model_queue`, the race in :mod:`._model_race`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import shutil
+import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -41,24 +41,44 @@ from hypothesis.stateful import (
 from durasim.worlds import (
     CountingIds,
     Delivery,
+    EntityConflict,
     EventRequest,
     EventResult,
     FixedClock,
+    InvalidRequest,
     MemoryWorld,
+    RunExpired,
     RunPage,
     RunStatus,
+    StaleView,
+    TooEarly,
     World,
     WorldError,
     WorldSetup,
 )
 
 from . import _model_ops as ops
+from ._diff import render_difference
 from ._invariants import check_invariants
+from ._model_ops import recorded
 from ._model_queue import _QueueRules
+from ._model_race import _RaceRules
 
-__all__ = ["WorldModel"]
+__all__ = ["REFUSAL_NEEDS", "WorldModel"]
 
 _T = TypeVar("_T")
+
+#: The capability a World must declare to be asked for each refusal of the reference.
+#: A call the reference refuses this way is not sent to a World lacking it (a
+#: lenient World is not wrong to accept it); refusals write nothing, so the two
+#: Worlds stay alike.
+REFUSAL_NEEDS: dict[type[WorldError], str] = {
+    InvalidRequest: "input_validation",
+    EntityConflict: "strict_lifecycles",
+    RunExpired: "strict_lifecycles",
+    TooEarly: "strict_lifecycles",
+    StaleView: "conditional_writes",
+}
 
 #: Rules that send ``max_deliveries`` to the World expect this value.
 _MAX_DELIVERIES = 2
@@ -75,7 +95,7 @@ def _create(
     return create
 
 
-class WorldModel(_QueueRules, RuleBasedStateMachine):
+class WorldModel(_RaceRules, _QueueRules, RuleBasedStateMachine):
     """Drive a World under test and the reference MemoryWorld with the same operations.
 
     Subclass it and define :meth:`make_world`, or let :func:`world_model_for` or
@@ -94,8 +114,17 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
             "or use world_model_for(factory) / run_world_model(factory)"
         )
 
+    #: Set by :func:`~durasim.checkers.run_world_model`: counts examples, ends
+    #: the search when its time budget is spent, keeps the last machine.
+    tracker: Any = None
+
     def __init__(self) -> None:
+        tracker = type(self).tracker
+        if tracker is not None:
+            tracker.starting(self)  # may end the search: raised before anything is built
         super().__init__()
+        #: The rules run so far, with their arguments (see :func:`recorded`).
+        self.history: list[tuple[str, dict[str, Any]]] = []
         self.clock = FixedClock()
         self.loop = asyncio.new_event_loop()
         self.directory = Path(tempfile.mkdtemp(prefix="durasim-model-"))
@@ -111,6 +140,8 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
         try:
             self.subject = self.make_world(self.setup)
         except BaseException:
+            if tracker is not None:
+                tracker.failed = True
             self._release()
             raise
         self.name = type(self.subject).__name__
@@ -125,6 +156,11 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
 
     def teardown(self) -> None:
         """Close both Worlds, remove the scratch directory."""
+        tracker = type(self).tracker
+        if tracker is not None:
+            # Called from Hypothesis's ``finally``: an exception on its way out
+            # is visible here, and means the example failed.
+            tracker.ended(self, error=sys.exc_info()[1])
         try:
             for world in (self.reference, self.subject):
                 self._run(world.close())
@@ -146,24 +182,35 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
         """
         self.dirty = True
         expected = self._run(ops.outcome(call(self.reference)))
+        if expected[0] == "error" and not self.promises(expected[1]):
+            return None  # a refusal the subject does not promise: it is not asked
         actual = self._run(ops.outcome(call(self.subject)))
         if actual != expected:
             self.differs(what, expected, actual)
         return expected[1] if expected[0] == "ok" else None
 
+    def promises(self, error: type[BaseException]) -> bool:
+        """Whether the subject declares the capability behind refusals of type ``error``."""
+        needs = REFUSAL_NEEDS.get(error) if issubclass(error, WorldError) else None
+        return needs is None or bool(getattr(self.caps, needs, True))
+
     def differs(self, what: str, expected: Any, actual: Any) -> NoReturn:
         """Fail the example: the subject answered ``actual`` where the reference ``expected``.
 
-        Raised explicitly, not by ``assert``: the check must hold under ``python -O``.
+        The message names the fields that differ, not the whole answers.  Raised
+        explicitly, not by ``assert``: the check must hold under ``python -O``.
         """
-        raise AssertionError(
-            f"{self.name} differs from the reference on {what}:\n"
-            f"  reference: {expected!r}\n  {self.name}: {actual!r}"
-        )
+        detail = render_difference(expected, actual, right=self.name)
+        raise AssertionError(f"{self.name} differs from the reference on {what}:\n{detail}")
 
-    @initialize(start_rb=st.booleans())
-    def seed_runs(self, start_rb: bool) -> None:
-        """Runs ``ra`` (running) and ``rb`` (pending or running)."""
+    @initialize(start_rb=st.booleans(), swarm=ops.switched_off)
+    @recorded
+    def seed_runs(self, start_rb: bool, swarm: frozenset[str] = frozenset()) -> None:
+        """Runs ``ra`` (running) and ``rb`` (pending or running).
+
+        ``swarm`` is the set of write kinds this example leaves out (drawn here,
+        first, so that it stays put while Hypothesis shrinks the later rules).
+        """
         created = EventRequest.of("run_created", workflow_name="wf", input=b"in")
         for run_id in ("ra", "rb"):
             self.both(_create(run_id, created), f"seed: create {run_id}")
@@ -171,6 +218,10 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
             self.both(_create(run_id, EventRequest.of("run_started")), f"seed: start {run_id}")
 
     # -- the log -----------------------------------------------------------------------
+
+    def declares(self, spec: ops.Spec) -> bool:
+        """Whether the subject declares the feature a request needs (``attr_set``)."""
+        return spec[0] != "attr_set" or self.caps.attr_set
 
     def _request(self, spec: ops.Spec) -> EventRequest:
         type_, cid, data = spec
@@ -200,6 +251,7 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
         name=st.sampled_from(["wf", "other"]),
         attributes=st.sampled_from([None, {"a": "1"}]),
     )
+    @recorded
     def create_run(self, run_id: str | None, name: str, attributes: dict[str, str] | None) -> None:
         """``run_created`` with a given id (often taken) or a minted one."""
         request = EventRequest.of(
@@ -208,6 +260,8 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
         self.both(lambda w: w.events.create(run_id, request), "run_created")
 
     def _write(self, run_id: str, spec: ops.Spec, fence: str, seen_seq: int | None) -> None:
+        if not self.declares(spec):
+            return
         request = self._request(spec)
         kwargs = self._fence(run_id, fence)
         self.both(
@@ -219,16 +273,19 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
     # deep lifecycles need many writes to the same few entities.
 
     @rule(run_id=ops.targets, spec=ops.run_requests, fence=ops.fences, seen_seq=ops.seen)
+    @recorded
     def write_run(self, run_id: str, spec: ops.Spec, fence: str, seen_seq: int | None) -> None:
         """A run event."""
         self._write(run_id, spec, fence, seen_seq)
 
     @rule(run_id=ops.targets, spec=ops.step_requests, fence=ops.fences, seen_seq=ops.seen)
+    @recorded
     def write_step(self, run_id: str, spec: ops.Spec, fence: str, seen_seq: int | None) -> None:
         """A step event."""
         self._write(run_id, spec, fence, seen_seq)
 
     @rule(run_id=ops.targets, spec=ops.step_requests, fence=ops.fences, seen_seq=ops.seen)
+    @recorded
     def write_step_again(
         self, run_id: str, spec: ops.Spec, fence: str, seen_seq: int | None
     ) -> None:
@@ -236,11 +293,13 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
         self._write(run_id, spec, fence, seen_seq)
 
     @rule(run_id=ops.targets, spec=ops.hook_requests, fence=ops.fences, seen_seq=ops.seen)
+    @recorded
     def write_hook(self, run_id: str, spec: ops.Spec, fence: str, seen_seq: int | None) -> None:
         """A hook event."""
         self._write(run_id, spec, fence, seen_seq)
 
     @rule(run_id=ops.targets, spec=ops.wait_requests, fence=ops.fences, seen_seq=ops.seen)
+    @recorded
     def write_wait(self, run_id: str, spec: ops.Spec, fence: str, seen_seq: int | None) -> None:
         """A wait event."""
         self._write(run_id, spec, fence, seen_seq)
@@ -255,6 +314,7 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
         fence=st.sampled_from(["out", "out", "fresh", "stale"]),
         hops=st.integers(1, 3),
     )
+    @recorded
     def drive_step(self, *, run_id: str, step: str, outcome: str, fence: str, hops: int) -> None:
         """Move one step along its lifecycle by up to ``hops`` events."""
         for _ in range(hops):
@@ -280,6 +340,7 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
         dispose=st.sampled_from([False, False, True]),
         hops=st.integers(1, 3),
     )
+    @recorded
     def drive_hook(
         self,
         *,
@@ -312,6 +373,7 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
         hook=st.sampled_from(ops.HOOKS),
         between=st.sampled_from(["nothing", "nothing", "nothing", "dispose", "resume"]),
     )
+    @recorded
     def contend_for_token(
         self, *, first: str, second: str, token: str, hook: str, between: str
     ) -> None:
@@ -330,6 +392,7 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
         self.both(lambda w: w.hooks.get_by_token(token), "hooks.get_by_token")
 
     @rule(run_id=ops.targets, wait=st.sampled_from(ops.WAITS), early=st.booleans(), due=ops.offsets)
+    @recorded
     def drive_wait(self, run_id: str, wait: str, early: bool, due: timedelta) -> None:
         """Create a wait, or complete it (early, or when due)."""
         current = self.both(lambda w: w.waits.get(run_id, wait), "waits.get")
@@ -342,97 +405,36 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
 
     @precondition(lambda self: self.caps.batch)
     @rule(run_id=ops.targets, specs=ops.batches, fence=ops.fences, seen_seq=ops.seen)
+    @recorded
     def write_batch(
         self, run_id: str, specs: list[ops.Spec], fence: str, seen_seq: int | None
     ) -> None:
         """``create_batch``: all or nothing, fenced once."""
-        batch = [self._request(s) for s in specs]
+        batch = [self._request(s) for s in specs if self.declares(s)]
+        if not batch:
+            return
         kwargs = self._fence(run_id, fence)
         self.both(
             lambda w: w.events.create_batch(run_id, batch, seen_seq=seen_seq, **kwargs),
             f"events.create_batch({run_id!r}, {specs}, seen_seq={seen_seq}, {kwargs})",
         )
 
-    @precondition(lambda self: self.caps.in_band_fence)
-    @rule(
-        run_id=ops.targets,
-        writers=st.lists(
-            st.tuples(ops.race_requests, st.sampled_from(["fresh", "fresh", "stale", "out"])),
-            min_size=2,
-            max_size=4,
-        ),
-    )
-    def race(self, run_id: str, writers: list[tuple[ops.Spec, str]]) -> None:
-        """Concurrent writers, in-band ones holding the same (or a stale) count.
-
-        The subject runs them concurrently; the race is then linearized on the
-        reference.  The writers that appended replay one by one in the subject's
-        commit order and must get the same answers.  Each of the others (refused,
-        or accepted without appending) must get its answer, facts included, at
-        some point of that order: it may have been decided before, between or
-        after the appends (dry runs on copies of the reference).
-        """
-        fresh = self._count(run_id, "fresh")
-        calls: list[Callable[[World], Awaitable[EventResult]]] = []
-        for spec, fence in writers:
-            request = self._request(spec)
-            kwargs: dict[str, Any] = {}
-            if fence != "out":
-                count = fresh if fence == "fresh" else self._count(run_id, "stale")
-                kwargs = {"in_band": True, "expected_seq_in_band": count}
-            calls.append(_create(run_id, request, **kwargs))
-
-        async def concurrently(world: World) -> list[Any]:
-            return await asyncio.gather(*(c(world) for c in calls), return_exceptions=True)
-
-        answers: list[tuple[Any, ...]] = []
-        self.dirty = True
-        for answer in self._run(concurrently(self.subject)):
-            if isinstance(answer, WorldError):
-                answers.append(("error", type(answer), answer.facts))
-            elif isinstance(answer, BaseException):
-                raise answer
-            else:
-                answers.append(("ok", answer))
-        appended = [i for i, a in enumerate(answers) if a[0] == "ok" and a[1].allocated]
-        appended.sort(key=lambda i: answers[i][1].event.seq)
-        floating = [i for i in range(len(answers)) if i not in appended]
-
-        def what(i: int) -> str:
-            return (
-                f"writer {i} of a race on {run_id!r} (in-band count {fresh}; writers {writers}; "
-                f"appended in the order {appended})"
-            )
-
-        points: list[MemoryWorld] = []
-        for i in appended:
-            if floating:
-                points.append(copy.deepcopy(self.reference))
-            expected = self._run(ops.outcome(calls[i](self.reference)))
-            if expected != answers[i]:
-                self.differs(what(i), expected, answers[i])
-        points.append(self.reference)
-        for i in floating:
-            # Latest point first: most refusals still hold at the end.
-            tried = [
-                self._run(ops.outcome(calls[i](copy.deepcopy(point)))) for point in reversed(points)
-            ]
-            if answers[i] not in tried:
-                self.differs(f"{what(i)}, at any point of the race", tried, answers[i])
-
     @rule(call=st.sampled_from(ops.BAD_CALLS))
+    @recorded
     def bad_input(self, call: ops.BadCall) -> None:
         """A malformed call: refused alike, nothing written."""
         if call.needs is None or getattr(self.caps, call.needs):
             self.both(call.call, f"malformed call {call!r}")
 
     @rule(seconds=st.sampled_from([0.5, 1, 5, 10, 30]))
+    @recorded
     def advance(self, seconds: float) -> None:
         """Move the shared clock."""
         self.clock.advance(seconds)
 
     @precondition(lambda self: self.caps.durable)
     @rule()
+    @recorded
     def restart(self) -> None:
         """Close the durable subject and reopen it from its directory: nothing is lost."""
         self.dirty = True
@@ -452,6 +454,7 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
         stream=st.sampled_from(ops.STREAMS),
         start=st.integers(-3, 3),
     )
+    @recorded
     def read(
         self,
         *,
@@ -483,6 +486,7 @@ class WorldModel(_QueueRules, RuleBasedStateMachine):
         status=st.sampled_from([None, RunStatus.RUNNING, [RunStatus.PENDING, RunStatus.FAILED]]),
         limit=st.integers(1, 3),
     )
+    @recorded
     def page_runs(self, name: str | None, status: Any, limit: int) -> None:
         """Page through ``runs.list`` with filters."""
         cursor = None

@@ -5,13 +5,20 @@ two steps, two hooks sharing two tokens across runs, two waits, two resume ids.
 A request is drawn as a *spec* ``(type, correlation id, data)`` and built into an
 :class:`~durasim.worlds.EventRequest` only when used, because timestamps in it
 (``resume_at``, ``retry_after``) are drawn as offsets from the clock's ``now``.
+
+Swarm testing: besides Hypothesis's own per-rule switches, each example switches
+off a random subset of :data:`SWARM_KINDS` (event types, fence modes, ``seen_seq``)
+for all its writes (:data:`switched_off`, drawn once per example), so an example
+without ``run_completed`` keeps its runs alive and one without out-of-band steps
+piles up in-band ones: rare interactions get density.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 from hypothesis import strategies as st
@@ -25,6 +32,7 @@ __all__ = [
     "RUNS",
     "STEPS",
     "STREAMS",
+    "SWARM_KINDS",
     "TOKENS",
     "WAITS",
     "BadCall",
@@ -37,12 +45,32 @@ __all__ = [
     "offsets",
     "outcome",
     "race_requests",
+    "recorded",
     "run_requests",
     "seen",
     "step_requests",
+    "switched_off",
     "targets",
     "wait_requests",
 ]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def recorded(function: _F) -> _F:
+    """Record each call of a rule in the machine's ``history`` (to replay and minimize it).
+
+    Put it under ``@rule`` / ``@initialize``: Hypothesis then calls the recorder,
+    which appends ``(rule name, arguments)`` and runs the rule.
+    """
+
+    @functools.wraps(function)
+    def record(self: Any, **arguments: Any) -> Any:
+        self.history.append((function.__name__, arguments))
+        return function(self, **arguments)
+
+    return record  # type: ignore[return-value]
+
 
 #: Every run id the machine uses: two named ones and the first two the World mints.
 RUNS = ["ra", "rb", "wrun_000001", "wrun_000002"]
@@ -55,6 +83,51 @@ QUEUES = ["flow/a", "flow/b", "step/x"]
 
 #: ``(type, correlation id, data)``; timedelta values become ``now + delta`` when used.
 Spec = tuple[str, str | None, dict[str, Any]]
+
+#: What an example's swarm may switch off: event types, fence modes, ``seen_seq``.
+SWARM_KINDS = (
+    "run_started",
+    "attr_set",
+    "run_completed",
+    "run_failed",
+    "run_cancelled",
+    "step_created",
+    "step_started",
+    "step_retrying",
+    "step_completed",
+    "step_failed",
+    "hook_created",
+    "hook_received",
+    "hook_disposed",
+    "wait_created",
+    "wait_completed",
+    "fresh",
+    "stale",
+    "missing",
+    "seen",
+)
+
+#: The kinds switched off for a whole example (shared: drawn once per example, by
+#: the machine's first rule).  Each kind is off with odds 1/2; shrinking turns them
+#: back on.
+switched_off = st.shared(
+    st.lists(st.booleans(), min_size=len(SWARM_KINDS), max_size=len(SWARM_KINDS)).map(
+        lambda bits: frozenset(k for k, off in zip(SWARM_KINDS, bits, strict=True) if off)
+    ),
+    key="durasim.checkers.world-model.swarm",
+)
+
+
+def _swarmed(*options: tuple[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
+    """One of ``options`` (``(kind, strategy)``) whose kind this example did not switch off."""
+
+    @functools.cache
+    def choose(off: frozenset[str]) -> st.SearchStrategy[Any]:
+        kept = [strategy for kind, strategy in options if kind not in off]
+        return st.one_of(kept or [strategy for _, strategy in options])
+
+    return switched_off.flatmap(choose)
+
 
 blobs = st.sampled_from([b"", b"x", b"\x00\xff"])
 offsets = st.sampled_from([-5, 0, 5, 30]).map(lambda s: timedelta(seconds=s))
@@ -76,31 +149,44 @@ _attr_set = _spec(
     None,
     changes=st.dictionaries(st.sampled_from(["a", "b"]), st.sampled_from([None, "1", "2"])),
 )
+
+_run_started = _spec("run_started", None)
 #: Run writes; the run-ending ones are rarer so that runs live long enough to matter.
-run_requests = st.one_of(
-    _spec("run_started", None),
-    _spec("run_started", None),
-    _attr_set,
-    _attr_set,
-    _spec("run_completed", None, output=blobs),
-    _spec("run_failed", None, error=blobs, opt_error_code=st.just("USER_ERROR")),
-    _spec("run_cancelled", None, opt_reason=st.just("stop")),
+run_requests = _swarmed(
+    ("run_started", _run_started),
+    ("run_started", _run_started),
+    ("attr_set", _attr_set),
+    ("attr_set", _attr_set),
+    ("run_completed", _spec("run_completed", None, output=blobs)),
+    ("run_failed", _spec("run_failed", None, error=blobs, opt_error_code=st.just("USER_ERROR"))),
+    ("run_cancelled", _spec("run_cancelled", None, opt_reason=st.just("stop"))),
 )
-step_requests = st.one_of(
-    _spec("step_created", STEPS, step_name=st.just("st"), input=blobs, opt_inline=st.booleans()),
-    _spec("step_started", STEPS, opt_owner_message_id=st.just("msg_000001")),
-    _spec("step_retrying", STEPS, error=blobs, opt_retry_after=offsets),
-    _spec("step_completed", STEPS, result=blobs),
-    _spec("step_failed", STEPS, error=blobs),
+step_requests = _swarmed(
+    (
+        "step_created",
+        _spec(
+            "step_created", STEPS, step_name=st.just("st"), input=blobs, opt_inline=st.booleans()
+        ),
+    ),
+    ("step_started", _spec("step_started", STEPS, opt_owner_message_id=st.just("msg_000001"))),
+    ("step_retrying", _spec("step_retrying", STEPS, error=blobs, opt_retry_after=offsets)),
+    ("step_completed", _spec("step_completed", STEPS, result=blobs)),
+    ("step_failed", _spec("step_failed", STEPS, error=blobs)),
 )
-hook_requests = st.one_of(
-    _spec("hook_created", HOOKS, token=st.sampled_from(TOKENS), opt_metadata=blobs),
-    _spec("hook_received", HOOKS, payload=blobs, opt_resume_id=st.sampled_from(["x1", "x2"])),
-    _spec("hook_disposed", HOOKS),
+hook_requests = _swarmed(
+    (
+        "hook_created",
+        _spec("hook_created", HOOKS, token=st.sampled_from(TOKENS), opt_metadata=blobs),
+    ),
+    (
+        "hook_received",
+        _spec("hook_received", HOOKS, payload=blobs, opt_resume_id=st.sampled_from(["x1", "x2"])),
+    ),
+    ("hook_disposed", _spec("hook_disposed", HOOKS)),
 )
-wait_requests = st.one_of(
-    _spec("wait_created", WAITS, resume_at=offsets),
-    _spec("wait_completed", WAITS, opt_early=st.booleans()),
+wait_requests = _swarmed(
+    ("wait_created", _spec("wait_created", WAITS, resume_at=offsets)),
+    ("wait_completed", _spec("wait_completed", WAITS, opt_early=st.booleans())),
 )
 requests = st.one_of(run_requests, step_requests, hook_requests, wait_requests)
 _pair = st.sampled_from(STEPS).map(
@@ -125,10 +211,12 @@ race_requests = st.one_of(
 
 #: How a write is fenced: out-of-band, in-band with the current count, with a
 #: stale count, or in-band without a count (refused as malformed).
-fences = st.sampled_from(["out", "out", "out", "fresh", "fresh", "stale", "missing"])
+fences = _swarmed(
+    *((kind, st.just(kind)) for kind in ["out", "out", "out", "fresh", "fresh", "stale", "missing"])
+)
 #: Mostly runs that exist (the machine starts with ra running and rb pending).
 targets = st.sampled_from(["ra", "ra", "ra", "ra", "rb", "rb", "wrun_000001", "wrun_000002"])
-seen = st.none() | st.integers(0, 8)
+seen = _swarmed(("none", st.none()), ("seen", st.integers(0, 8)))
 
 
 @attrs.frozen

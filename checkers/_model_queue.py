@@ -17,6 +17,7 @@ from hypothesis.stateful import precondition, rule
 from durasim.worlds import Capabilities, Delivery, FixedClock, World
 
 from . import _model_ops as ops
+from ._model_ops import recorded
 
 __all__: list[str] = []
 
@@ -42,6 +43,7 @@ class _QueueRules:
         key=st.sampled_from([None, None, "k1", "k2"]),
         delay=st.sampled_from([0, 0, 5]),
     )
+    @recorded
     def enqueue(
         self,
         *,
@@ -67,6 +69,7 @@ class _QueueRules:
 
     @precondition(lambda self: self.caps.queue)
     @rule(prefix=st.sampled_from(["", "flow/", "step/"]), lease=st.sampled_from([5, 30]))
+    @recorded
     def claim(self, prefix: str, lease: float) -> None:
         """Claim the next due message."""
         delivery = self.both(
@@ -82,6 +85,7 @@ class _QueueRules:
         key=st.sampled_from([None, "k1", "k2"]),
         then=st.sampled_from(["ack", "release", "release5", "expire", "keep"]),
     )
+    @recorded
     def drive_queue(self, queue: str, run_id: str | None, key: str | None, then: str) -> None:
         """Enqueue, claim what is due, then settle it (or let its lease run out)."""
         self.both(
@@ -108,6 +112,7 @@ class _QueueRules:
         slack=st.sampled_from([-1, 0, 1]),
         then=st.sampled_from(["ack", "release", "extend"]),
     )
+    @recorded
     def lease_expiry(self, lease: float, slack: float, then: str) -> None:
         """Claim, let the lease run out (or almost), claim again, settle the first claim.
 
@@ -145,6 +150,7 @@ class _QueueRules:
 
     @precondition(lambda self: self.caps.queue and self.deliveries)
     @rule(index=st.integers(0, 7), action=st.sampled_from(["ack", "release", "release5", "extend"]))
+    @recorded
     def settle(self, index: int, action: str) -> None:
         """Ack, release or extend a delivery claimed earlier (its lease may be gone)."""
         delivery = self.deliveries[index % len(self.deliveries)]
@@ -167,6 +173,7 @@ class _QueueRules:
         chunks=ops.blobs | st.lists(ops.blobs, max_size=3),
         close=st.booleans(),
     )
+    @recorded
     def stream_write(self, run_id: str, name: str, chunks: Any, close: bool) -> None:
         """Write chunks, maybe close the stream."""
         self.both(lambda w: w.streams.write(run_id, name, chunks), "streams.write")

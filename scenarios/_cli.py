@@ -16,8 +16,9 @@
   conformance; ``durasim demo --db PATH`` journals one run's whole lifecycle
   (steps, a retry, a hook with a duplicate resume, a durable sleep) and prints its log;
 * ``durasim conformance MODULE:FACTORY [--capabilities ...] [--layers ...]
-  [--examples N] [--seed S] [--only NAME]``: the conformance suite over a World
-  factory (docs/conformance.md);
+  [--budget SECONDS] [--examples N] [--seed S] [--only NAME] [--strict] [-x]
+  [--report FILE.json|FILE.xml]``: the conformance suite over a World factory
+  (docs/conformance.md);
 * ``durasim log PATH [RUN_ID]``: list the runs of a SQLite World, or print one
   run's log;
 * ``durasim manifest PATH``: import the modules under PATH and print the JSON
@@ -47,7 +48,7 @@ from durasim.worlds import (
     World,
 )
 
-from ._cli_conformance import cmd_conformance, cmd_demo
+from ._cli_conformance import add_conformance_arguments, cmd_conformance, cmd_demo
 from ._cli_runs import cmd_cancel, cmd_check_log, cmd_inspect, cmd_run, cmd_worker
 from ._reproduce import cmd_reproduce
 
@@ -167,17 +168,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="run, explore and check conformance: the main job")
     demo.add_argument("--db", type=Path, default=None, help="journal one run in this World file")
     demo.add_argument("--examples", type=int, default=50, help="schedules per search")
-    conf = sub.add_parser("conformance", help="check a World factory against the contract")
-    conf.add_argument("factory", help="MODULE:FACTORY, factory(setup) -> World")
-    conf.add_argument("--capabilities", default=None, help="test only these (comma-separated)")
-    conf.add_argument(
-        "--layers",
-        default=None,
-        help="contract,model,concurrency,book,explore,crash (default all)",
+    add_conformance_arguments(
+        sub.add_parser("conformance", help="check a World factory against the contract")
     )
-    conf.add_argument("--examples", type=int, default=50, help="examples per search")
-    conf.add_argument("--seed", type=int, default=0, help="seed of every search")
-    conf.add_argument("--only", default=None, help="only tests/scenarios/workflows named so")
     log = sub.add_parser("log", help="list runs, or print one run's log")
     log.add_argument("path", type=Path, help="SQLite World file")
     log.add_argument("run_id", nargs="?", help="the run whose log to print")
@@ -247,14 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "manifest":
         return _manifest(args.path)
     if args.command == "conformance":
-        return cmd_conformance(
-            args.factory,
-            capabilities=args.capabilities,
-            layers=args.layers,
-            examples=args.examples,
-            seed=args.seed,
-            only=args.only,
-        )
+        return cmd_conformance(args)
     if args.command == "demo" and args.db is None:
         return cmd_demo(examples=args.examples)
     try:

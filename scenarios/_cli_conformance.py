@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import importlib
 import sys
@@ -9,44 +10,105 @@ import tempfile
 import time
 from typing import Any
 
-from durasim.scenarios.conformance import LAYERS, load_factory, run_conformance
+from durasim.scenarios.conformance import load_factory, run_conformance, write_report
 from durasim.worlds import FactoryError, SQLiteWorld, World, WorldSetup
 
-__all__ = ["cmd_conformance", "cmd_demo", "sqlite_world"]
+__all__ = ["add_conformance_arguments", "cmd_conformance", "cmd_demo", "sqlite_world"]
 
 
-def _progress(line: str) -> None:
-    print(f"  ... {line}", file=sys.stderr, flush=True)
+def add_conformance_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``durasim conformance`` (docs/conformance.md)."""
+    parser.add_argument("factory", help="MODULE:FACTORY, factory(setup) -> World")
+    parser.add_argument("--capabilities", default=None, help="test only these (comma-separated)")
+    parser.add_argument(
+        "--layers", default=None, help="which layers, comma-separated (default: every layer)"
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds for each searching layer (default: the World model 50, the "
+        "exploration 30; none with --examples)",
+    )
+    parser.add_argument(
+        "--examples",
+        type=int,
+        default=None,
+        help="at most N examples per search (exactly N "
+        "without --budget: a run that does not depend on the machine's speed)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of every search")
+    parser.add_argument("--only", default=None, help="only tests/scenarios/workflows named so")
+    parser.add_argument(
+        "--strict", action="store_true", help="certify: fail on anything not applicable"
+    )
+    parser.add_argument(
+        "-x", "--exitfirst", action="store_true", help="stop after the first failing layer"
+    )
+    parser.add_argument(
+        "--report", default=None, metavar="FILE", help="also write FILE.json or FILE.xml (JUnit)"
+    )
 
 
-def cmd_conformance(
-    ref: str,
-    *,
-    capabilities: str | None,
-    layers: str | None,
-    examples: int,
-    seed: int,
-    only: str | None,
-) -> int:
-    """Run the conformance suite over the factory ``ref``; print the report; 0 only if it passed."""
+class _Progress:
+    """One line per layer on a terminal: ``contract ...`` while it runs, its result after."""
+
+    def __init__(self) -> None:
+        self.pending = False
+
+    def __call__(self, line: str) -> None:
+        if line.endswith(": running"):
+            sys.stdout.write(f"  {line.removesuffix(': running'):<12} ...")
+            self.pending = True
+        else:
+            sys.stdout.write(("\r" if self.pending else "") + line + "\n")
+            self.pending = False
+        sys.stdout.flush()
+
+
+def cmd_conformance(args: argparse.Namespace) -> int:
+    """Run the conformance suite over ``args.factory``; print the report; 0 only if it passed."""
+    ref: str = args.factory
+    if args.report and not args.report.lower().endswith((".json", ".xml")):
+        print(
+            f"durasim conformance: --report {args.report}: name a .json (JSON) or .xml "
+            "(JUnit XML) file",
+            file=sys.stderr,
+        )
+        return 2
     try:
         factory = load_factory(ref)
-        chosen = tuple(layers.split(",")) if layers else LAYERS
-        caps = None if capabilities is None else [c for c in capabilities.split(",") if c]
+        layers = [name for name in args.layers.split(",") if name] if args.layers else None
+        caps = None
+        if args.capabilities is not None:
+            caps = [c for c in args.capabilities.split(",") if c]
+        progress = _Progress() if sys.stdout.isatty() else None
         report = run_conformance(
             factory,
             target=ref,
             capabilities=caps,
-            layers=chosen,
-            examples=examples,
-            seed=seed,
-            only=only,
-            progress=_progress,
+            layers=layers,
+            budget=args.budget,
+            examples=args.examples,
+            seed=args.seed,
+            only=args.only,
+            strict=args.strict,
+            stop_at_first_failure=args.exitfirst,
+            progress=progress,
         )
     except (FactoryError, ValueError) as exc:
         print(f"durasim conformance: {exc}", file=sys.stderr)
         return 2
+    if progress is not None:
+        print()
     print(report.render())
+    if args.report:
+        try:
+            written = write_report(report, args.report)
+        except (OSError, ValueError) as exc:
+            print(f"durasim conformance: {exc}", file=sys.stderr)
+            return 2
+        print(f"report written to {written}")
     return 0 if report.ok else 1
 
 

@@ -58,6 +58,15 @@ class _Found(Exception):
         self.report = report
 
 
+class _BudgetSpent(KeyboardInterrupt):
+    """A control-flow signal: ``max_seconds`` is spent; raised as the next example starts.
+
+    A ``KeyboardInterrupt``: the one exception Hypothesis passes on without
+    recording the example (any other, raised before a draw, breaks its record of
+    the choices made: "inconsistent data generation").
+    """
+
+
 class _FoundStuck(BaseException):
     """A control-flow signal: a stuck example ends the exploration at once.
 
@@ -149,6 +158,7 @@ def explore(
     world_factory: WorldFactory | None = None,
     faults: Sequence[str] = FAULT_KINDS,
     max_examples: int = 100,
+    max_seconds: float | None = None,
     property: Property | None = None,
     seed: int | None = None,
     scheduler: str | Scheduling = "random",
@@ -182,6 +192,8 @@ def explore(
             ``module:qualname``, ``durasim reproduce`` rebuilds it.
         faults: fault kinds to explore (``durasim.sim.FAULT_KINDS``; ``()``: none).
         max_examples: examples to generate (shrinking runs come on top).
+        max_seconds: stop starting examples after this long (a failure found by
+            then is still shrunk); ``stats.budget_spent`` says it ended the search.
         property: ``property(outcome, log)`` over the run's outcome and its log;
             falsy or raising fails the example.
         seed: makes the search reproducible (same seed, same examples).
@@ -271,8 +283,12 @@ def explore(
     reach = Reachability()
     found: list[ExampleReport] = []
     started = time.monotonic()
+    deadline = None if max_seconds is None else started + max_seconds
 
     def one(data: st.DataObject) -> None:
+        if deadline is not None and not found and time.monotonic() >= deadline:
+            stats.budget_spent = True
+            raise _BudgetSpent  # before any draw: Hypothesis records nothing of it
         conjecture = data.conjecture_data
         drawn = [0]
         stopped: list[BaseException] = []
@@ -373,7 +389,7 @@ def explore(
         # flat; batch b of a seeded exploration uses seed + b * 1_000_003.
         batch = 0
         remaining = max_examples
-        while remaining > 0 and failure is None:
+        while remaining > 0 and failure is None and not stats.budget_spent:
             size = min(remaining, max(1, batch_examples))
             test = settings(
                 max_examples=size,
@@ -391,6 +407,8 @@ def explore(
             before = stats.examples
             try:
                 test()
+            except _BudgetSpent:
+                break
             except (_Found, _FoundStuck) as exc:
                 failure = _failure(exc.report, workflow)
             except Flaky as exc:

@@ -26,6 +26,7 @@ class ExploreStats:
         witnesses: for each name that held, the seed of the first example it
             held in (``reproduce(seed)`` replays that example, trace and all).
         seconds: wall time so far.
+        budget_spent: ``max_seconds`` ended the search before ``max_examples``.
     """
 
     examples: int = 0
@@ -37,6 +38,7 @@ class ExploreStats:
     unreached: tuple[str, ...] = ()
     witnesses: dict[str, str] = attrs.field(factory=dict)
     seconds: float = 0.0
+    budget_spent: bool = False
 
     @property
     def interleavings(self) -> int:

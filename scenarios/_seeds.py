@@ -175,10 +175,16 @@ def resolve_ref(ref: str) -> Callable[..., Any]:
         found: Any = importlib.import_module(module_name)
         for part in qualname.split("."):
             found = getattr(found, part)
-    except (ImportError, AttributeError) as exc:
+    except DurasimError as exc:
+        # A conformance adapter whose factory cannot be loaded says why itself.
+        raise SeedError(f"cannot load {ref!r}: {exc}") from exc
+    except Exception as exc:
+        # ImportError, AttributeError, or whatever importing the module raised:
+        # one line, not a traceback.
         raise SeedError(
-            f"cannot import {ref!r} ({exc}): run from the directory the exploration ran in, "
-            "or name the module with --import MODULE (or put it on PYTHONPATH)"
+            f"cannot import {ref!r} ({type(exc).__name__}: {exc}): run from the directory "
+            "the exploration ran in, or name the module with --import MODULE (or put it on "
+            "PYTHONPATH)"
         ) from exc
     if not callable(found):
         raise SeedError(f"{ref!r} is not callable")

@@ -108,8 +108,10 @@ class CallLog:
 
 def make_point(fields: tuple[Any, ...]) -> Point:
     """A Point from (ordinal, seq, call, phase, writers, run_id, types, correlation ids,
-    token[, failed, error])."""
-    ordinal, seq, call, phase, writers, run_id, types, correlation_ids, token, *failure = fields
+    token, events[, failed, error])."""
+    ordinal, seq, call, phase, writers, run_id, types, correlation_ids, token, events, *failure = (
+        fields
+    )
     failed, error = failure or (False, None)
     return Point(
         ordinal=ordinal,
@@ -124,6 +126,7 @@ def make_point(fields: tuple[Any, ...]) -> Point:
         token=token,
         failed=failed,
         error=error,
+        events=events,
     )
 
 

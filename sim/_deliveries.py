@@ -170,14 +170,19 @@ class Deliveries:
         except WorldError:
             core.trace.add("note", f"d{record.number} could not settle {record.message_id}")
 
-    def crash(self, actor: Actor, point: Point | None = None) -> None:
-        """Crash ``actor``'s delivery: it stops at once; its lease lapses (no more renewals)."""
+    def crash(self, actor: Actor, point: Point | None = None, *, where: str = "") -> None:
+        """Crash ``actor``'s delivery: it stops at once; its lease lapses (no more renewals).
+
+        ``where`` says where in the trace (default: the point's description); a
+        scripted crash names the commit and event its match selected.
+        """
         if actor.crashed:
             return
         core = self.core
         actor.crashed = True
-        where = f" at {point.describe()}" if point is not None else ""
-        core.trace.add("fault", f"crash {actor.writer.label}{where}")
+        if not where and point is not None:
+            where = f"at {point.describe()}"
+        core.trace.add("fault", f"crash {actor.writer.label}" + (f" {where}" if where else ""))
         if actor.message_id is not None and not actor.duplicate:
             self.leases.crash(actor.writer.delivery)
         for parked in core.parked():

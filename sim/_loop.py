@@ -23,6 +23,7 @@ from typing import Any, TypeVarTuple
 from durasim.worlds._time import in_housekeeping
 
 from ._clock import SimClock
+from ._errors import Crashed
 
 __all__ = ["SimLoop"]
 
@@ -106,6 +107,17 @@ class SimLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         """Virtual seconds."""
         return self.clock.seconds()
+
+    def default_exception_handler(self, context: dict[str, Any]) -> None:
+        """asyncio's, except for the tasks of a crashed delivery.
+
+        A step task the runtime started (a step run beside another) and nobody
+        awaits once its delivery crashed ends in :class:`Crashed`, "never
+        retrieved": a crashed process's tasks dying unawaited are no news.
+        """
+        if isinstance(context.get("exception"), Crashed):
+            return
+        super().default_exception_handler(context)
 
     def call_at(
         self,

@@ -4,6 +4,14 @@ Every intercepted World call makes two :class:`Point` s: ``before`` (the request
 is formed, nothing is committed) and ``after`` (the effect is committed, or the
 call failed; the caller has not resumed).  A :class:`Match` selects points; a
 :class:`WriterPattern` selects writers.
+
+A write may carry several events (a batch commits the outcome of one step with
+the start of the next).  A match on events (``event_type``, ``step``,
+``correlation_id``) selects a point only when ONE event of it has all of them:
+``Match(event_type="step_completed", step="charge")`` is the commit containing
+charge's completion, never a batch completing another step beside charge's
+start.  :meth:`Match.describe_hit` names that event and, after the commit, its
+position.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
-__all__ = ["Match", "Point", "Writer", "WriterPattern", "step_short_name"]
+__all__ = ["Match", "Point", "PointEvent", "Writer", "WriterPattern", "step_short_name"]
 
 ORCHESTRATOR, STEP, EXTERNAL = "orchestrator", "step", "external"
 
@@ -54,6 +62,21 @@ class Writer:
         return f"{base} d{self.delivery}" if self.delivery else base
 
 
+#: One event of a write, as points see it: ``(type, correlation id, position)``;
+#: the position is 0 before the commit.
+PointEvent = tuple[str, str | None, int]
+
+
+def _event_label(event: PointEvent) -> str:
+    """``step_completed(charge#1)``, ``run_completed``."""
+    type_, cid, _ = event
+    if not cid:
+        return type_
+    if cid.startswith("step//"):
+        cid = f"{step_short_name(cid)}#{cid.rsplit('#', 1)[-1]}" if "#" in cid else cid
+    return f"{type_}({cid})"
+
+
 @attrs.frozen(kw_only=True)
 class Point:
     """One interception point of one World call.
@@ -72,6 +95,8 @@ class Point:
         token: the hook token, for ``hooks.get_by_token``.
         failed: after only: the call raised.
         error: after only: the error's type name.
+        events: each event of the write: the requested ones before the commit
+            (position 0), the committed ones after it (with their positions).
     """
 
     ordinal: int
@@ -86,6 +111,7 @@ class Point:
     token: str | None = None
     failed: bool = False
     error: str | None = None
+    events: tuple[PointEvent, ...] = ()
 
     def describe(self) -> str:
         """``orch d1 at events.create_batch:before (step_created, step_started)``."""
@@ -166,19 +192,11 @@ class Match:
             return False
         if self.call is not None and point.call not in self.call:
             return False
-        if self.event_type is not None:
+        if self._on_events:
             if not point.call.startswith("events.create"):
                 return False
-            if not any(t in point.types for t in self.event_type):
+            if self.hit(point) is None:
                 return False
-        if self.step is not None and not any(
-            _name_matches(step_short_name(c), self.step)
-            for c in point.correlation_ids
-            if c.startswith("step//")
-        ):
-            return False
-        if self.correlation_id is not None and self.correlation_id not in point.correlation_ids:
-            return False
         if self.token is not None and point.token != self.token:
             return False
         if self.run_id is not None and point.run_id != self.run_id:
@@ -190,6 +208,67 @@ class Match:
             if not any(test(w) for w in point.writers):
                 return False
         return self.where is None or self.where(point)
+
+    @property
+    def _on_events(self) -> bool:
+        return (
+            self.event_type is not None or self.step is not None or self.correlation_id is not None
+        )
+
+    def _cid_matches(self, cid: str | None) -> bool:
+        if self.step is not None and not (
+            cid is not None
+            and cid.startswith("step//")
+            and _name_matches(step_short_name(cid), self.step)
+        ):
+            return False
+        return self.correlation_id is None or cid == self.correlation_id
+
+    def _event_matches(self, event: PointEvent) -> bool:
+        type_, cid, _ = event
+        if self.event_type is not None and type_ not in self.event_type:
+            return False
+        return self._cid_matches(cid)
+
+    def hit(self, point: Point) -> PointEvent | None:
+        """The first event of ``point`` that has every event field of this match.
+
+        ``None`` when none has (or when the match names no event field).  A
+        refused write is matched on the events it requested.
+        """
+        if not self._on_events:
+            return None
+        for event in point.events:
+            if self._event_matches(event):
+                return event
+        if point.events:
+            return None
+        # A point without its events (made by hand): each field on the whole call.
+        types = [t for t in point.types if self.event_type is None or t in self.event_type]
+        cids = [c for c in point.correlation_ids if self._cid_matches(c)]
+        needs_cid = self.step is not None or self.correlation_id is not None
+        if (self.event_type is not None and not types) or (needs_cid and not cids):
+            return None
+        return (types[0] if types else "", cids[0] if cids else None, 0)
+
+    def describe_hit(self, point: Point) -> str:
+        """Where ``point`` is, by the event this match selected in it.
+
+        ``before the commit containing step_completed(charge#1)``, or ``after the
+        commit containing step_completed(charge#1) at position 5`` (``, in a batch
+        of 2 at #5-#6`` for a batch); the point's own description when the match
+        names no event.
+        """
+        event = self.hit(point)
+        if event is None:
+            return f"at {point.describe()}"
+        where = f"{point.phase} the commit containing {_event_label(event)}"
+        if point.phase == "after" and event[2]:
+            where += f" at position {event[2]}"
+            positions = [e[2] for e in point.events if e[2]]
+            if len(positions) > 1:
+                where += f", in a batch of {len(positions)} at #{positions[0]}-#{positions[-1]}"
+        return where
 
     def describe(self) -> str:
         """How errors name the match."""

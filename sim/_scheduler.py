@@ -163,15 +163,19 @@ class Scheduler:
             raise Crashed
         run_id, requests, token = describe_call(call, args, kwargs)
         writers = writers_of(actor, requests)
+        events: tuple[tuple[str, str | None, int], ...] = ()
         if requests:
             types = tuple(r.type._value_ for r in requests)
             cids = tuple(r.correlation_id for r in requests if r.correlation_id)
+            events = tuple((r.type._value_, r.correlation_id, 0) for r in requests)
         else:
             types = cids = ()
         self._calls += 1
         seq = self._calls
         try:
-            await self._pass(actor, seq, call, "before", writers, run_id, types, cids, token)
+            await self._pass(
+                actor, seq, call, "before", writers, run_id, types, cids, token, events
+            )
         except InjectedFault as exc:
             self.call_log.reject(seq, writers[0], call, types, exc)
             raise
@@ -181,16 +185,18 @@ class Scheduler:
             self.call_log.reject(seq, writers[0], call, types, exc)
             error = type(exc).__name__
             await self._pass(
-                actor, seq, call, "after", writers, run_id, types, cids, token, True, error
+                actor, seq, call, "after", writers, run_id, types, cids, token, events, True, error
             )
             raise
         committed = self.call_log.committed(writers, result)
         if committed:
             run_id = run_id or committed[0].run_id
             types += tuple(e.type._value_ for e in committed if e.type not in types)
+            # After the commit a point names what was committed, at its positions.
+            events = tuple((e.type._value_, e.correlation_id, e.seq) for e in committed)
         if call == "events.list" and self.faults.hidden:
             result = self.faults.stale_read(writers[0], result)
-        await self._pass(actor, seq, call, "after", writers, run_id, types, cids, token)
+        await self._pass(actor, seq, call, "after", writers, run_id, types, cids, token, events)
         return result
 
     async def _direct(
@@ -232,7 +238,7 @@ class Scheduler:
         """Record ``point``, fire the script's watches, park until the scheduler says go."""
         self._history.append(point)
         parked = Parked(point=point, future=self.loop.create_future(), actor=actor)
-        crash = False
+        crash: Watch | None = None
         if self._watches:
             for watch in list(self._watches):
                 if not watch.match.matches(point):
@@ -251,9 +257,12 @@ class Scheduler:
                 elif watch.action == "fail":
                     parked.fail = True
                 elif watch.action == "crash":
-                    crash = True
-        if crash:
-            self.deliveries.crash(actor, point)
+                    crash = watch
+        if crash is not None:
+            where = crash.match.describe_hit(point)
+            if not where.startswith("at "):
+                where += f" ({point.writer.label} at {point.call} [call {point.seq}])"
+            self.deliveries.crash(actor, point, where=where)
             raise Crashed
         if not parked.held and not parked.fail and self._alone():
             # The idle point would offer exactly this task and ask nothing (no

@@ -5,7 +5,9 @@ folded from them (runs, steps, hooks, waits), a message queue and chunk streams.
 docs/protocol.md is the normative contract; :mod:`durasim.worlds` gives:
 
 * the contract as protocols (:class:`World` and its facets), value types and errors;
-* the reference fold and guards every World reuses (:func:`fold_log`, :func:`plan_write`);
+* the reference fold and guards every World reuses (:func:`fold_log`, :func:`plan_write`),
+  and the input checks they run before any I/O (:func:`check_request`, :func:`check_run_id`,
+  :func:`check_limit`, ... docs/writing-a-world.md);
 * :class:`MemoryWorld` (the reference) and :class:`SQLiteWorld` (the embedded default);
 * the one factory shape everything that builds Worlds takes,
   ``make(setup: WorldSetup) -> World`` (:class:`WorldSetup`, :func:`check_factory`);
@@ -15,6 +17,22 @@ docs/protocol.md is the normative contract; :mod:`durasim.worlds` gives:
 
 from typing import TYPE_CHECKING, Any
 
+from ._checks import (
+    MAX_CLOCK_SKEW,
+    MAX_PAGE,
+    check_chunks,
+    check_delay,
+    check_limit,
+    check_message,
+    check_queue_name,
+    check_request,
+    clamp_start,
+    decode_run_cursor,
+    encode_run_cursor,
+    event_time,
+    normalize_statuses,
+    run_sort_key,
+)
 from ._entities import (
     BatchResult,
     Capabilities,
@@ -60,6 +78,9 @@ from ._events import (
     EventRequest,
     EventType,
     Payload,
+    check_correlation_id,
+    check_run_id,
+    check_stream_name,
     validate_request,
 )
 from ._fold import FoldedRun, fold_log
@@ -96,6 +117,8 @@ from ._public import publish as _publish
 __all__ = [
     "BATCH_FORBIDDEN",
     "EPOCH",
+    "MAX_CLOCK_SKEW",
+    "MAX_PAGE",
     "RUN_TERMINAL_TYPES",
     "BatchResult",
     "Capabilities",
@@ -159,11 +182,26 @@ __all__ = [
     "WorldError",
     "WorldFactory",
     "WorldSetup",
+    "check_chunks",
+    "check_correlation_id",
+    "check_delay",
     "check_factory",
+    "check_limit",
+    "check_message",
+    "check_queue_name",
+    "check_request",
+    "check_run_id",
+    "check_stream_name",
+    "clamp_start",
+    "decode_run_cursor",
+    "encode_run_cursor",
+    "event_time",
     "fold_log",
     "housekeeping",
+    "normalize_statuses",
     "plan_batch",
     "plan_write",
+    "run_sort_key",
     "validate_request",
 ]
 

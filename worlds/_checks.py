@@ -13,6 +13,8 @@ from ._events import EventRequest, check_run_id, validate_request
 from ._time import to_micros
 
 __all__ = [
+    "MAX_CLOCK_SKEW",
+    "MAX_PAGE",
     "check_chunks",
     "check_delay",
     "check_limit",
@@ -27,6 +29,7 @@ __all__ = [
     "run_sort_key",
 ]
 
+#: The largest page a read may ask for (``limit``).
 MAX_PAGE = 10_000
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/@#-]{0,199}")
 

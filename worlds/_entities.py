@@ -243,12 +243,23 @@ class RunPage:
 class Capabilities:
     """What a World supports.  A World that lacks a feature says so here.
 
+    The feature flags default to what the project's Worlds do (everything); the
+    conformance suite reports a check of a feature the World declares false as
+    *not applicable* instead of failing it (docs/conformance.md, "Capabilities").
+
     Attributes:
         in_band_fence: refuses stale in-band writes (required by the runtime).
         batch: implements ``events.create_batch`` atomically.
         hook_resume_dedup: collapses ``hook_received`` with one ``resume_id``.
         queue: provides the queue facet.
         streams: provides the streams facet.
+        attr_set: stores ``attr_set`` events and folds them into ``Run.attributes``.
+        conditional_writes: honours ``expected_seq`` (refuses with ``StaleView``
+            unless the log holds exactly that many events); the runtime needs it.
+        input_validation: refuses malformed calls with ``InvalidRequest`` before
+            writing anything (bad ids, types, sizes, page limits, delays).
+        strict_lifecycles: refuses writes that break an entity's lifecycle
+            (``EntityConflict``, ``RunExpired``, ``TooEarly``); the runtime needs it.
         multi_process: several processes may share the World's storage.
         durable: committed events survive the process (and, with ``power_safe``,
             a lost machine).
@@ -260,6 +271,10 @@ class Capabilities:
     hook_resume_dedup: bool = True
     queue: bool = True
     streams: bool = True
+    attr_set: bool = True
+    conditional_writes: bool = True
+    input_validation: bool = True
+    strict_lifecycles: bool = True
     multi_process: bool = False
     durable: bool = False
     power_safe: bool = False

@@ -1,16 +1,18 @@
 """durasim.scenarios.conformance: does a World keep the contract? (docs/conformance.md).
 
 One factory, ``make(setup: WorldSetup) -> World`` (the shape everything in
-durasim builds Worlds with, see :class:`~durasim.worlds.WorldSetup`), and six
-layers: the contract tests of docs/protocol.md (shipped as pytest modules in
-:mod:`.suite`), the World model machine against the reference World, concurrent
-calls on every facet checked for linearizability against it, the scenario book
-over the World, an exploration of the example workflows over it, and (for a
-durable World) kills inside its calls followed by restarts; each but the
-concurrency layer gated by the capabilities the World declares.
+durasim builds Worlds with, see :class:`~durasim.worlds.WorldSetup`), and a
+registry of layers (:func:`register_layer`), cheapest first: the contract tests of
+docs/protocol.md (shipped as pytest modules in :mod:`.suite`), the scenario book
+over the World, the World model machine against the reference World, concurrent
+calls on every facet checked for linearizability against it, an exploration of
+the example workflows over it, and (for a durable World) kills inside its calls
+followed by restarts; each but the concurrency layer gated by the capabilities
+the World declares.
 
 * :func:`run_conformance` runs them from Python (``durasim conformance`` prints
-  its :class:`ConformanceReport`);
+  its :class:`ConformanceReport`; :func:`write_report` writes it as JSON or
+  JUnit XML);
 * the pytest plugin (``pytest --durasim-conformance`` with a
   ``durasim_world_factory`` fixture) runs them as tests.
 """
@@ -22,18 +24,30 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from ._report import ConformanceReport, Finding, LayerReport
-    from ._run import LAYERS, run_conformance
+    from ._formats import report_to_json, report_to_junit, write_report
+    from ._registry import DEFAULT_BUDGET, Layer, LayerContext, register_layer, registered_layers
+    from ._report import Case, ConformanceReport, Finding, LayerReport
+    from ._run import LAYERS, default_layers, run_conformance
     from ._target import CAPABILITY_NAMES, load_factory
 
 __all__ = [
     "CAPABILITY_NAMES",
+    "DEFAULT_BUDGET",
     "LAYERS",
+    "Case",
     "ConformanceReport",
     "Finding",
+    "Layer",
+    "LayerContext",
     "LayerReport",
+    "default_layers",
     "load_factory",
+    "register_layer",
+    "registered_layers",
+    "report_to_json",
+    "report_to_junit",
     "run_conformance",
+    "write_report",
 ]
 
 # Every public name is imported when first used (see durasim.scenarios._lazy: the pytest
@@ -41,12 +55,22 @@ __all__ = [
 # tests/test_plugin.py checks that both lists agree.
 _LAZY = {
     "CAPABILITY_NAMES": "._target",
+    "Case": "._report",
     "ConformanceReport": "._report",
+    "DEFAULT_BUDGET": "._registry",
     "Finding": "._report",
     "LAYERS": "._run",
+    "Layer": "._registry",
+    "LayerContext": "._registry",
     "LayerReport": "._report",
+    "default_layers": "._run",
     "load_factory": "._target",
+    "register_layer": "._registry",
+    "registered_layers": "._registry",
+    "report_to_json": "._formats",
+    "report_to_junit": "._formats",
     "run_conformance": "._run",
+    "write_report": "._formats",
 }
 
 

@@ -1,65 +1,43 @@
-"""The five layers of the conformance suite, each a function over one World factory.
+"""The deterministic layers of the conformance suite: the contract tests and the book.
 
 * contract: the shipped contract tests (docs/protocol.md), run by pytest in this
   process with the factory as ``durasim_world_factory``;
-* world model: :func:`~durasim.checkers.run_world_model` against the reference;
-* concurrency: :func:`~durasim.checkers.run_concurrency`, concurrent groups over
-  every facet checked for linearizability against the reference (every World);
-* book: every scenario of :data:`durasim.scenarios.book.BOOK` over the World;
-* explore: :func:`~durasim.scenarios.explore` of the example workflows over it;
-* crash: :func:`~durasim.checkers.check_crashes`: a durable World killed inside
-  its calls, reopened and compared with what it acknowledged.
+* book: every scenario of :data:`durasim.scenarios.book.BOOK` over the World.
 
-The book and exploration layers come from sibling packages; a layer whose
-package is absent reports so and counts as skipped.
+The searching layers (world model, explore) are in :mod:`._layers_search`.  Each
+layer registers itself (:mod:`._registry`).  The book comes from a sibling
+package; when it is absent the layer reports so and counts as not applicable.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import re
 import tempfile
 import time
+import traceback
 import types
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import hypothesis
-
-from durasim.checkers import (
-    WorldModelFailure,
-    check_crashes,
-    factory_reference,
-    run_concurrency,
-    run_world_model,
-)
 from durasim.worlds import WorldFactory
 
 from . import _plugin, suite
-from ._report import Finding, LayerReport
-from .examples import EXAMPLES
+from ._registry import Layer, LayerContext, register_layer
+from ._report import Case, Finding, LayerReport
 
-__all__ = [
-    "RUNTIME_NEEDS",
-    "book_layer",
-    "concurrency_layer",
-    "contract_layer",
-    "crash_layer",
-    "explore_layer",
-    "model_layer",
-]
+__all__ = ["RUNTIME_NEEDS", "book_layer", "contract_layer", "first_lines", "stopped"]
 
 #: What the runtime (hence the book and exploration) needs of a World.
-RUNTIME_NEEDS = ("in_band_fence", "batch")
+RUNTIME_NEEDS = ("in_band_fence", "batch", "conditional_writes", "strict_lifecycles")
 
 _SKIP = re.compile(r"capability '(\w+)' not declared")
 
 
-def _first_lines(text: str, count: int = 12) -> str:
+def first_lines(text: str, count: int = 12) -> str:
+    """The first ``count`` lines of ``text``, saying how many more there were."""
     lines = text.strip().splitlines()
     more = f"\n    ... ({len(lines) - count} more lines)" if len(lines) > count else ""
     return "\n".join(lines[:count]) + more
@@ -95,14 +73,28 @@ class _Provider:
             self.outcomes[nodeid] = previous
 
 
-def contract_layer(factory: WorldFactory, *, only: str | None = None, rerun: str) -> LayerReport:
-    """Run the contract tests over ``factory``'s Worlds (pytest, in this process)."""
+def stopped(layer: str, name: str, exc: BaseException) -> Finding:
+    """A check that stopped on an exception (the World's, most often) instead of a verdict."""
+    frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    return Finding(
+        layer=layer,
+        name=name,
+        message=f"stopped on {type(exc).__name__}: {first_lines(str(exc), 4)}",
+        reproduction=first_lines("".join(frames[-3:]), 20),
+    )
+
+
+def contract_layer(context: LayerContext) -> LayerReport:
+    """Run the contract tests over the factory's Worlds (pytest, in this process)."""
     try:
         import pytest  # noqa: PLC0415 -- only the contract layer needs pytest
     except ImportError:  # pragma: no cover - pytest ships with the dev extra
-        return LayerReport(name="contract", note="pytest is not installed: pip install pytest")
+        return LayerReport(
+            name="contract", not_applicable="pytest is not installed: pip install pytest"
+        )
+    only, rerun = context.only, context.rerun
     started = time.perf_counter()
-    provider = _Provider(factory)
+    provider = _Provider(context.factory)
     with tempfile.TemporaryDirectory(prefix="durasim-contract-") as scratch:
         ini = Path(scratch) / "pytest.ini"
         ini.write_text("[pytest]\n")
@@ -128,21 +120,27 @@ def contract_layer(factory: WorldFactory, *, only: str | None = None, rerun: str
     passed = 0
     skipped: Counter[str] = Counter()
     failed: list[Finding] = []
+    cases: list[Case] = []
     for nodeid in provider.order:
         outcome, text = provider.outcomes[nodeid]
         name = nodeid.rsplit("::", 1)[-1]
+        case = nodeid.split("/")[-1]
         if outcome == "passed":
             passed += 1
+            cases.append(Case(name=case, outcome="passed"))
         elif outcome == "skipped":
             match = _SKIP.search(text)
-            skipped[f"capability {match.group(1)!r}" if match else text or "skipped"] += 1
+            reason = f"capability {match.group(1)!r}" if match else text or "skipped"
+            skipped[reason] += 1
+            cases.append(Case(name=case, outcome="not applicable", detail=reason))
         else:
+            cases.append(Case(name=case, outcome="failed"))
             failed.append(
                 Finding(
                     layer="contract",
                     name=nodeid.split("/")[-1],
-                    message=_first_lines(_assertion(text)),
-                    reproduction=_first_lines(_test_source(text), 30),
+                    message=first_lines(_assertion(text)),
+                    reproduction=first_lines(_test_source(text), 30),
                     rerun=f"{rerun} --layers contract --only '{name.split('[')[0]}'",
                 )
             )
@@ -153,6 +151,7 @@ def contract_layer(factory: WorldFactory, *, only: str | None = None, rerun: str
         skipped=tuple(sorted(skipped.items())),
         seconds=time.perf_counter() - started,
         note=f"{len(provider.order)} tests",
+        cases=tuple(cases),
     )
 
 
@@ -172,126 +171,51 @@ def _test_source(text: str) -> str:
     return "\n".join(block).strip("\n")
 
 
-def model_layer(factory: WorldFactory, *, examples: int, seed: int, rerun: str) -> LayerReport:
-    """The World model machine against the reference, ``examples`` runs."""
-    started = time.perf_counter()
-    settings = hypothesis.settings(database=None, print_blob=False)
-    try:
-        run_world_model(factory, max_examples=examples, seed=seed, settings=settings)
-    except WorldModelFailure as exc:
-        message = str(exc).split("\n\nreproduction", 1)[0]
-        steps: list[str] = list(getattr(exc, "steps", ()) or [])
-        finding = Finding(
-            layer="world model",
-            name="WorldModel",
-            message=_first_lines(message),
-            reproduction="\n".join(f"    {s}" for s in steps),
-            seed=str(seed),
-            rerun=f"{rerun} --layers model --seed {seed}",
-        )
-        return LayerReport(
-            name="world model", failed=(finding,), seconds=time.perf_counter() - started
-        )
-    return LayerReport(
-        name="world model",
-        passed=examples,
-        seconds=time.perf_counter() - started,
-        note=f"{examples} examples",
-    )
-
-
-def concurrency_layer(
-    factory: WorldFactory, *, groups: int, seed: int, only: str | None = None, rerun: str
-) -> LayerReport:
-    """Concurrent groups over every facet, linearizable against the reference; no capability gate.
-
-    Facets the World lacks are left out of its workload, not failed.
-    """
-    started = time.perf_counter()
-    try:
-        result = run_concurrency(factory, groups=groups, seed=seed, only=only)
-    except Exception as exc:  # the World failed to open or to close, outside any call
-        finding = Finding(
-            layer="concurrency",
-            name="opening or closing the World",
-            message=f"{type(exc).__name__}: {exc}",
-            seed=str(seed),
-            rerun=f"{rerun} --layers concurrency --seed {seed}",
-        )
-        return LayerReport(
-            name="concurrency", failed=(finding,), seconds=time.perf_counter() - started
-        )
-    note = f"{result.groups} groups, {result.instances} World instance(s)"
-    if result.note:
-        note += f"; {result.note}"
-    if result.undecided:
-        note += f"; {result.undecided} undecided"
-    witness = result.failure
-    if witness is None:
-        return LayerReport(
-            name="concurrency", passed=result.groups, seconds=result.seconds, note=note
-        )
-    finding = Finding(
-        layer="concurrency",
-        name=f"{witness.anomaly.name} (group {witness.group.number}, {witness.group.kind})",
-        message=f"{witness.anomaly.name}: {witness.anomaly.detail}",
-        reproduction=witness.render(headline=False),
-        seed=str(seed),
-        rerun=f"{rerun} --layers concurrency --seed {seed}",
-    )
-    return LayerReport(
-        name="concurrency",
-        passed=result.groups - 1,
-        failed=(finding,),
-        seconds=result.seconds,
-        note=note,
-    )
-
-
-def _missing(declared: tuple[str, ...], needs: tuple[str, ...] | frozenset[str]) -> list[str]:
-    return sorted(name for name in needs if name not in declared)
-
-
-def book_layer(
-    store: WorldFactory,
-    *,
-    declared: tuple[str, ...],
-    seed: int,
-    only: str | None = None,
-    rerun: str,
-) -> LayerReport:
+def book_layer(context: LayerContext) -> LayerReport:
     """Every scenario of the book over the World."""
     try:
         from durasim.scenarios.book import BOOK, run_scenario  # noqa: PLC0415 -- optional
     except ImportError:
-        return LayerReport(name="book", note="durasim.scenarios.book is not installed")
+        return LayerReport(name="book", not_applicable="durasim.scenarios.book is not installed")
+    only, seed, rerun = context.only, context.seed, context.rerun
     started = time.perf_counter()
     passed = known = 0
     skipped: Counter[str] = Counter()
     failed: list[Finding] = []
+    cases: list[Case] = []
     for scenario in BOOK:
         if only and only not in scenario.name:
             continue
-        missing = _missing(declared, scenario.requires)
+        missing = context.lacks(scenario.requires)
         if missing:
             skipped[f"capability {missing[0]!r}"] += 1
+            cases.append(Case(name=scenario.name, outcome="not applicable", detail=missing[0]))
             continue
-        result = run_scenario(scenario, store=store, seed=seed)
+        try:
+            result = run_scenario(scenario, store=context.factory, seed=seed)
+        except Exception as exc:  # the World's error is this scenario's failure
+            failed.append(stopped("book", scenario.name, exc))
+            cases.append(Case(name=scenario.name, outcome="failed"))
+            continue
         if result.skipped:
             skipped[f"capability {result.skipped}"] += 1
+            cases.append(Case(name=scenario.name, outcome="not applicable", detail=result.skipped))
         elif scenario.known_red:
             known += 1
+            cases.append(Case(name=scenario.name, outcome="known red", detail=scenario.known_red))
         elif result.ok:
             passed += 1
+            cases.append(Case(name=scenario.name, outcome="passed"))
         else:
+            cases.append(Case(name=scenario.name, outcome="failed"))
             failed.append(
                 Finding(
                     layer="book",
                     name=scenario.name,
-                    message=_first_lines(result.detail),
-                    reproduction=_first_lines(scenario.doc, 8)
+                    message=first_lines(result.detail),
+                    reproduction=first_lines(scenario.doc, 8)
                     + "\n--- trace ---\n"
-                    + _first_lines(result.trace, 40),
+                    + first_lines(result.trace, 40),
                     seed=str(seed),
                     rerun=f"{rerun} --layers book --only {scenario.name} --seed {seed}",
                 )
@@ -304,126 +228,26 @@ def book_layer(
         known_red=known,
         seconds=time.perf_counter() - started,
         note=f"{len(BOOK)} scenarios",
+        cases=tuple(cases),
     )
 
 
-def explore_layer(
-    store: WorldFactory,
-    *,
-    declared: tuple[str, ...],
-    examples: int,
-    seed: int,
-    only: str | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> LayerReport:
-    """Explore each example workflow over the World under faults."""
-    try:
-        # Imported by name: explore() ships separately and may be absent.
-        explore: Any = importlib.import_module("durasim.scenarios._explore").explore
-    except ImportError:
-        return LayerReport(name="explore", note="durasim.scenarios explore() is not installed")
-    missing = _missing(declared, RUNTIME_NEEDS)
-    if missing:
-        return LayerReport(
-            name="explore",
-            skipped=((f"capability {missing[0]!r}", len(EXAMPLES)),),
-            note="the runtime needs " + " and ".join(RUNTIME_NEEDS),
-        )
-    started = time.perf_counter()
-    passed = 0
-    failed: list[Finding] = []
-    for workflow, args, hooks in EXAMPLES:
-        name = getattr(workflow, "__name__", str(workflow))
-        if only and only not in name:
-            continue
-        result = explore(
-            workflow, *args, world_factory=store, hooks=hooks, max_examples=examples, seed=seed
-        )
-        if progress is not None:
-            progress(f"explore {name}: {'ok' if result.ok else 'FAILED'}")
-        if result.failure is None:
-            passed += 1
-            continue
-        failure = result.failure
-        failed.append(
-            Finding(
-                layer="explore",
-                name=f"{name}{args!r}",
-                message=f"{failure.verdict}: {_first_lines(failure.detail, 6)}",
-                reproduction=_first_lines(failure.script, 40),
-                seed=failure.seed,
-                rerun=f"durasim reproduce {failure.seed}",
-            )
-        )
-    return LayerReport(
-        name="explore",
-        passed=passed,
-        failed=tuple(failed),
-        seconds=time.perf_counter() - started,
-        note=f"{len(EXAMPLES)} workflows x {examples} examples",
+register_layer(
+    Layer(
+        name="contract",
+        title="contract",
+        cost=10,
+        run=contract_layer,
+        summary="the contract tests of docs/protocol.md, one pytest test per rule",
     )
-
-
-def crash_layer(
-    factory: WorldFactory,
-    *,
-    origin: Any,
-    target: str | None,
-    seed: int,
-    only: str | None = None,
-    rerun: str,
-    trials: int | None = None,
-    budget: float | None = None,
-) -> LayerReport:
-    """Kill the World inside its calls, reopen it, compare (durable Worlds only).
-
-    ``origin`` is the factory as the user gave it and ``target`` its name: the
-    child process that is killed imports it from there (``module:qualname``).
-    """
-    if only is not None and not re.fullmatch(r"kill-\d+", only):
-        return LayerReport(name="crash", note=f"--only {only!r} names no crash trial (kill-N)")
-    started = time.perf_counter()
-    options: dict[str, Any] = {} if trials is None else {"trials": trials}
-    try:
-        report = check_crashes(
-            factory,
-            reference=factory_reference(origin, target),
-            seed=seed,
-            only=only,
-            budget=budget,
-            **options,
-        )
-    except Exception as exc:
-        finding = Finding(
-            layer="crash",
-            name="crash.error",
-            message=f"the crash layer could not run: {type(exc).__name__}: {exc}",
-            seed=str(seed),
-            rerun=f"{rerun} --layers crash --seed {seed}",
-        )
-        return LayerReport(name="crash", failed=(finding,), seconds=time.perf_counter() - started)
-    if not report.applicable:
-        return LayerReport(
-            name="crash",
-            skipped=(("capability 'durable'", 1),),
-            seconds=time.perf_counter() - started,
-            note=report.note,
-        )
-    failed = tuple(
-        Finding(
-            layer="crash",
-            name=f.kind,
-            message=f"{f.message}\n({f.trial}: {f.kill})",
-            reproduction=f.reproduction,
-            seed=str(seed),
-            rerun=f"{rerun} --layers crash --seed {seed} --only {f.trial}",
-        )
-        for f in report.findings
+)
+register_layer(
+    Layer(
+        name="book",
+        title="book",
+        cost=20,
+        run=book_layer,
+        needs=RUNTIME_NEEDS,
+        summary="every scripted race of the scenario book, run by the runtime over the World",
     )
-    return LayerReport(
-        name="crash",
-        passed=report.trials - len(failed),
-        failed=failed,
-        seconds=time.perf_counter() - started,
-        note=report.note,
-    )
+)

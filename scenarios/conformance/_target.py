@@ -29,7 +29,17 @@ from durasim.worlds import (
 __all__ = ["CAPABILITY_NAMES", "NarrowedWorld", "load_factory", "narrow"]
 
 #: The feature flags of :class:`~durasim.worlds.Capabilities` a World may lack.
-CAPABILITY_NAMES = ("in_band_fence", "batch", "hook_resume_dedup", "queue", "streams")
+CAPABILITY_NAMES = (
+    "in_band_fence",
+    "batch",
+    "hook_resume_dedup",
+    "queue",
+    "streams",
+    "attr_set",
+    "conditional_writes",
+    "input_validation",
+    "strict_lifecycles",
+)
 
 
 def load_factory(ref: str) -> WorldFactory:

@@ -109,8 +109,8 @@ def test_a_world_that_is_not_durable_is_not_applicable() -> None:
     report = run_conformance(memory, layers=("crash",))
     assert report.ok
     (layer,) = report.layers
-    assert layer.status == "skipped"
-    assert layer.skipped == (("capability 'durable'", 1),)
+    assert layer.status == "not applicable"
+    assert layer.not_applicable == "the World lacks capability 'durable'"
 
 
 def test_a_failure_reruns_alone_from_its_seed_and_trial() -> None:

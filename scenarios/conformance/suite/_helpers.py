@@ -7,12 +7,28 @@ from datetime import timedelta
 from typing import Any
 
 from durasim.worlds import (
+    EntityConflict,
     EventRequest,
+    InvalidRequest,
+    RunExpired,
     RunRecord,
+    StaleView,
+    TooEarly,
     World,
 )
 
+from ._fixtures import require
+
 req = EventRequest.of
+
+#: The capability a World must declare for the suite to expect each refusal of it.
+REFUSAL_NEEDS: dict[type[BaseException], str] = {
+    InvalidRequest: "input_validation",
+    EntityConflict: "strict_lifecycles",
+    RunExpired: "strict_lifecycles",
+    TooEarly: "strict_lifecycles",
+    StaleView: "conditional_writes",
+}
 
 
 async def new_run(
@@ -125,7 +141,14 @@ async def assert_refused(
     error: type[BaseException],
     action: Callable[[], Awaitable[Any]],
 ) -> BaseException:
-    """Run ``action``, expect ``error``, and check the World is unchanged; return the error."""
+    """Run ``action``, expect ``error``, and check the World is unchanged; return the error.
+
+    Skipped (not applicable) when the World does not promise that refusal
+    (:data:`REFUSAL_NEEDS`).
+    """
+    needs = REFUSAL_NEEDS.get(error)
+    if needs is not None:
+        require(world, needs)
     before = await world_state(world)
     try:
         await action()

@@ -52,6 +52,7 @@ def test_world_model(durasim_world_factory: WorldFactory, pytestconfig: pytest.C
     run_world_model(
         durasim_world_factory,
         max_examples=pytestconfig.getoption("durasim_examples"),
+        max_seconds=pytestconfig.getoption("durasim_budget"),
         seed=pytestconfig.getoption("durasim_seed"),
     )
 
@@ -102,6 +103,7 @@ def test_explore(
         world_factory=durasim_world_factory,
         hooks=hooks,
         max_examples=pytestconfig.getoption("durasim_examples"),
+        max_seconds=pytestconfig.getoption("durasim_budget"),
         seed=pytestconfig.getoption("durasim_seed"),
     )
     assert result.failure is None, result.failure.render()
