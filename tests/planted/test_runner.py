@@ -40,7 +40,9 @@ def _run(name: str, **options: Any) -> ConformanceReport:
 
 #: name -> (factory, the layer that catches it first, words of its first failure)
 CAUGHT = {
-    "stale-token-cache": ("make_stale_token_cache", "concurrency", "token"),
+    # two instances on threads: the concurrency layer catches it when their calls overlap
+    # the right way, else the World model does (either is a catch with default options)
+    "stale-token-cache": ("make_stale_token_cache", "concurrency|world model", "token"),
     "shared-run-cache": ("make_shared_run_cache", "contract", ""),
     "busy-store": ("make_busy_store", "contract", ""),
     "strict-resume-ids": ("make_strict_resume_ids", "book", "resume_id"),
@@ -62,12 +64,13 @@ def test_caught_with_default_options(name: str) -> None:
     report = _run(factory, stop_at_first_failure=True)
     assert not report.ok
     failing = [lay for lay in report.layers if lay.failed]
-    assert [lay.name for lay in failing] == [layer], report.render()
+    assert len(failing) == 1, report.render()
+    assert failing[0].name in layer.split("|"), report.render()
     after = report.layers[report.layers.index(failing[0]) + 1 :]
     assert all(lay.status == "not run" for lay in after)
     text = report.render()
     assert words in text
-    assert f"verdict: FAILED ({layer})" in text
+    assert f"verdict: FAILED ({failing[0].name})" in text
 
 
 @pytest.mark.parametrize("factory", ["make_busy_store", "make_shared_run_cache"])
