@@ -41,6 +41,7 @@ from ._hooks import Hook, HookConflict, create_hook, resume_hook
 from ._leases import LeaseOptionsError, LeasePolicy
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
 from ._orchestrator import DeliveryReport, Limits
+from ._patches import PatchError, deprecate_patch, patched
 from ._run import DEFAULT_HOME, default_world, run
 from ._streams import StreamRewriteError, Writable, get_writable, read_stream
 from ._waiting import as_completed, sleep, wait
@@ -73,6 +74,7 @@ __all__ = [
     "LeasePolicy",
     "Limits",
     "ManifestError",
+    "PatchError",
     "ReplayDivergence",
     "RetryableError",
     "RevivedError",
@@ -97,11 +99,13 @@ __all__ = [
     "create_hook",
     "create_webhook",
     "default_world",
+    "deprecate_patch",
     "get_run",
     "get_step_metadata",
     "get_workflow_metadata",
     "get_writable",
     "now",
+    "patched",
     "read_stream",
     "resume_hook",
     "run",

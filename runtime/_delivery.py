@@ -37,6 +37,7 @@ from ._replay import (
     Command,
     DisposeCommand,
     HookCommand,
+    PatchCommand,
     Replay,
     StepCommand,
     StepState,
@@ -104,6 +105,7 @@ class RunDelivery:
             return None
         replay = kept.replay
         replay.busy_seconds = 0.0  # the budget is per delivery
+        replay.preload(self.writer.events[replay.consumed :])  # tokens, patches, horizon
         try:
             for event in self.writer.events[replay.consumed :]:
                 if event.type in RUN_TERMINAL_TYPES:
@@ -458,7 +460,9 @@ def _terminal_request(replay: Replay) -> EventRequest:
     return EventRequest.of("run_failed", error=error_bytes(value), error_code="USER_ERROR")
 
 
-def _single_request(command: HookCommand | DisposeCommand | AttrCommand) -> EventRequest:
+def _single_request(
+    command: HookCommand | DisposeCommand | AttrCommand | PatchCommand,
+) -> EventRequest:
     if isinstance(command, HookCommand):
         return EventRequest.of(
             "hook_created",

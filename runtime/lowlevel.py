@@ -37,6 +37,7 @@ from ._engine import KEPT_REPLAYS, Engine, Handled, engine_for
 from ._leases import DEFAULT_LEASE_SECONDS, DEFAULT_RENEW_EVERY, LeaseKeeper
 from ._metadata import STEP_METADATA
 from ._modules import importable_name
+from ._patches import PATCH_ATTR, PATCH_PREFIX
 from ._payloads import RunPayloads, decode_payload
 from ._queued import run_queued_step
 from ._settlement import (
@@ -68,6 +69,8 @@ __all__ = [
     "KEPT_REPLAYS",
     "MAX_BACKOFF",
     "ORCHESTRATOR_QUEUE",
+    "PATCH_ATTR",
+    "PATCH_PREFIX",
     "QUEUE_PREFIX",
     "REQUEUE_DELAY",
     "STEP_METADATA",

@@ -17,6 +17,7 @@ from typing import Any
 from durasim.checkers import check_logs, event_to_json, load_logs
 from durasim.runtime import Run, Worker, WorkflowFailed, get_run, start
 from durasim.runtime.lowlevel import (
+    PATCH_ATTR,
     RunPayloads,
     decode_payload,
     importable_name,
@@ -206,6 +207,8 @@ async def _run_json(run: Run, world: World) -> dict[str, Any]:
         "output": _json_value(row.output) if row.output is not None else None,
         "error": _json_value(row.error) if row.error is not None else None,
         "error_code": row.error_code,
+        "deployment_id": row.deployment_id,
+        "patches": sorted(k[len(PATCH_ATTR) :] for k in row.attributes if k.startswith(PATCH_ATTR)),
         "steps": [
             {"step_id": s.step_id, "status": s.status.value, "attempt": s.attempt} for s in steps
         ],
@@ -244,6 +247,10 @@ async def cmd_inspect(
                 print(json.dumps(body, indent=2))
             else:
                 print(f"{body['run_id']}  {body['status']}  {body['workflow']}")
+                if body["deployment_id"]:
+                    print(f"  version: {body['deployment_id']}")
+                if body["patches"]:
+                    print(f"  patches: {', '.join(body['patches'])}")
                 for step in body["steps"]:
                     print(f"  {step['step_id']:<60} {step['status']:<10} attempt {step['attempt']}")
                 if body["output"] is not None:
