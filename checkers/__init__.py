@@ -49,6 +49,14 @@ from ._fresh import (
     replay_in_fresh_process,
     start_replay_server,
 )
+from ._histories import (
+    HistoryVerdict,
+    assert_histories_replay,
+    export_history,
+    replay_histories,
+    replay_history,
+    replay_world,
+)
 from ._invariants import Report, StoredRun, Violation, check_invariants, check_log, check_logs
 from ._linear import Call, Linearization, Record, check_linearizable
 from ._model import WorldModel
@@ -77,6 +85,7 @@ __all__ = [
     "DeterminismVerdict",
     "FreshProcessUnavailable",
     "FreshReplay",
+    "HistoryVerdict",
     "Linearization",
     "LogFileError",
     "Record",
@@ -86,6 +95,7 @@ __all__ = [
     "Violation",
     "WorldModel",
     "WorldModelFailure",
+    "assert_histories_replay",
     "check_crashes",
     "check_determinism",
     "check_invariants",
@@ -96,12 +106,16 @@ __all__ = [
     "describe_fresh_process",
     "event_from_json",
     "event_to_json",
+    "export_history",
     "factory_reference",
     "finished_logs",
     "load_logs",
     "name_anomaly",
     "read_anomalies",
+    "replay_histories",
+    "replay_history",
     "replay_in_fresh_process",
+    "replay_world",
     "run_concurrency",
     "run_world_model",
     "start_replay_server",

@@ -40,6 +40,7 @@ from ._modules import importable_name
 from ._patches import PATCH_ATTR, PATCH_PREFIX
 from ._payloads import RunPayloads, decode_payload
 from ._queued import run_queued_step
+from ._replay import Replay
 from ._settlement import (
     MAX_BACKOFF,
     REQUEUE_DELAY,
@@ -80,6 +81,7 @@ __all__ = [
     "Handled",
     "LeaseKeeper",
     "MalformedMessage",
+    "Replay",
     "RunPayloads",
     "SettleAction",
     "Settlement",

@@ -50,6 +50,7 @@ from durasim.worlds import (
 
 from ._cli_conformance import add_conformance_arguments, cmd_conformance, cmd_demo
 from ._cli_runs import cmd_cancel, cmd_check_log, cmd_inspect, cmd_run, cmd_worker
+from ._cli_versions import add_replay_test_arguments, cmd_replay_test
 from ._reproduce import cmd_reproduce
 
 __all__ = ["main"]
@@ -218,6 +219,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     cancelp.add_argument("run_id", help="the run to cancel")
     cancelp.add_argument("--reason", default=None, help="why (recorded in the log)")
     cancelp.add_argument("--world", default=None, help=WORLD_HELP)
+    add_replay_test_arguments(
+        sub.add_parser(
+            "replay-test", help="replay recorded histories on the current code (upgrade test)"
+        )
+    )
     reprop = sub.add_parser("reproduce", help="replay an exploration's seed; verdict and trace")
     reprop.add_argument("seed", help="the durasim:v1:... seed explore() printed")
     reprop.add_argument(
@@ -262,6 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(
                 cmd_inspect(args.what, args.run_id, world_path=args.world, as_json=args.json)
             )
+        if args.command == "replay-test":
+            return cmd_replay_test(args)
         if args.command == "check-log":
             return cmd_check_log(args.path)
         if args.command == "cancel":

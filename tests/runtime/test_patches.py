@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import wf_versions
 from _drive import check_cold_replay, run_to_end
 from wf_versions import versioned
 
+from durasim.checkers import export_history, replay_histories, replay_world
 from durasim.runtime import PatchError, Run, Worker, WorkflowFailed, patched, start
 from durasim.runtime.lowlevel import engine_for
 from durasim.worlds import EventType, FixedClock, RunStatus, World
@@ -128,3 +130,52 @@ def test_patched_outside_a_workflow_and_bad_ids_are_refused() -> None:
         patched("x")
     with pytest.raises(PatchError, match="not valid"):
         patched("has space")
+
+
+async def test_the_replay_test_names_an_unpatched_edit_before_it_ships(
+    world: World, tmp_path: Path
+) -> None:
+    await _suspend(world, "A", "in-flight")
+    done = await start(versioned, world=world, run_id="done")
+    engine_for(world).forget_kept_replays()
+    histories = tmp_path / "histories"
+    histories.mkdir()
+    await export_history(world, "in-flight", histories / "in-flight.jsonl")
+    await export_history(world, "done", histories / "done.jsonl")
+    del done
+    wf_versions.CODE["version"] = "B-unpatched"
+    verdicts = {v.run_id: v for v in await replay_histories([histories])}
+    assert verdicts["in-flight"].kind == "diverged"
+    detail = verdicts["in-flight"].detail
+    assert "step//wf_versions//two#1" in detail  # the log's side
+    assert "step three" in detail  # the code's side
+    live = {v.run_id: v for v in await replay_world(world, ["in-flight"])}
+    assert live["in-flight"].kind == "diverged"
+    wf_versions.CODE["version"] = "B"
+    assert all(v.ok for v in await replay_histories([histories]))
+
+
+def test_the_replay_test_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from durasim.scenarios._cli import main
+    from durasim.worlds import SQLiteWorld
+
+    async def record() -> None:
+        world = SQLiteWorld(tmp_path / "w.db")
+        try:
+            await _suspend(world, "A", "cli")
+            await export_history(world, "cli", tmp_path / "cli.jsonl")
+        finally:
+            await world.close()
+
+    asyncio.run(record())
+    wf_versions.CODE["version"] = "B-unpatched"
+    assert main(["replay-test", str(tmp_path / "cli.jsonl"), "--import", "wf_versions"]) == 1
+    out = capsys.readouterr().out
+    assert "diverged: run cli" in out
+    assert "0 of 1 histories replay" in out
+    assert main(["replay-test", "--world", str(tmp_path / "w.db"), "--in-flight"]) == 1
+    wf_versions.CODE["version"] = "B"
+    assert main(["replay-test", "--world", str(tmp_path / "w.db")]) == 0
+    assert "1 of 1 histories replay on this code" in capsys.readouterr().out
