@@ -42,6 +42,7 @@ from ._leases import LeaseOptionsError, LeasePolicy
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
 from ._orchestrator import DeliveryReport, Limits
 from ._patches import PatchError, deprecate_patch, patched
+from ._versions import DeploymentError
 from ._run import DEFAULT_HOME, default_world, run
 from ._streams import StreamRewriteError, Writable, get_writable, read_stream
 from ._waiting import as_completed, sleep, wait
@@ -63,6 +64,7 @@ __all__ = [
     "CancellationToken",
     "DefinitionNotFound",
     "DeliveryReport",
+    "DeploymentError",
     "FatalError",
     "Hook",
     "HookConflict",

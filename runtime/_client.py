@@ -23,6 +23,7 @@ from ._children import start_child as _start_child_step
 from ._context import running
 from ._signals import mark_cancelled
 from ._streams import read_stream as _read_stream
+from ._versions import run_deployment, start_deployment
 from ._wake import enqueue_wake
 from .serialization import serialize
 
@@ -180,8 +181,10 @@ async def start(
             )
         child_id = await _start_child_step(definition.workflow_id, data)
         return Run(run_id=child_id, world=None)
+    deployment = start_deployment(definition)
+    pinned = {} if deployment is None else {"deployment_id": deployment}
     request = EventRequest.of(
-        EventType.RUN_CREATED, workflow_name=definition.workflow_id, input=data
+        EventType.RUN_CREATED, workflow_name=definition.workflow_id, input=data, **pinned
     )
     try:
         created = await world.events.create(run_id, request)
@@ -195,7 +198,8 @@ async def start(
                 f"{definition.workflow_id}: choose another run id",
                 run_id=run_id,
             ) from None
-    await enqueue_wake(world, run_id, key=f"start:{run_id}")
+        deployment = run_deployment(existing)
+    await enqueue_wake(world, run_id, key=f"start:{run_id}", deployment=deployment)
     return Run(run_id=run_id, world=world)
 
 

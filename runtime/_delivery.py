@@ -47,7 +47,7 @@ from ._replay import (
 from ._settlement import DeliveryStatus
 from ._signals import mark_cancelled
 from ._steps import StepOutcome, execute_step, exhausted
-from ._wake import STEP_QUEUE, enqueue_wake
+from ._wake import enqueue_wake, pinned_queue
 from ._writer import InBandWriter, Kept, error_bytes
 from .serialization import FatalError, SerializationError, serialize
 
@@ -83,6 +83,8 @@ class RunDelivery:
         self.report = report
         #: The workflow's metadata, for step bodies (set once the run has started).
         self.metadata: WorkflowMetadata | None = None
+        #: The version the run is pinned to: its messages go to that version's queues.
+        self.deployment: str | None = None
 
     @property
     def workflow(self) -> WorkflowMetadata:
@@ -197,6 +199,7 @@ class RunDelivery:
                         world,
                         writer.run_id,
                         key=f"handover:{writer.run_id}:{len(writer.events)}",
+                        deployment=self.deployment,
                     )
                     report.wake_at = world.clock.now()
                     report.status = _SUSPENDED
@@ -264,6 +267,7 @@ class RunDelivery:
             world,
             writer.run_id,
             [s.correlation_id for s in replay.open_steps() if not s.inline and s.attempts == 0],
+            self.deployment,
         )
         report.wake_at = await self.schedule_wake(replay)
         report.status = _SUSPENDED
@@ -369,7 +373,7 @@ class RunDelivery:
             writer.stale = True
             return False
         launch(written)
-        await _dispatch(world, writer.run_id, queued)
+        await _dispatch(world, writer.run_id, queued, self.deployment)
         return replay.done
 
     async def write_commands(
@@ -393,7 +397,7 @@ class RunDelivery:
             requests, queued = _creations(run, capacity, limits)
             capacity -= sum(1 for r in requests if r.type is T.STEP_STARTED)
             launch(await writer.write_batch(requests))
-            await _dispatch(world, writer.run_id, queued)
+            await _dispatch(world, writer.run_id, queued, self.deployment)
             run.clear()
 
         for command in commands:
@@ -438,6 +442,7 @@ class RunDelivery:
             self.writer.run_id,
             key=f"wake:{self.writer.run_id}:{due.isoformat()}",
             delay=delay,
+            deployment=self.deployment,
         )
         return due
 
@@ -504,11 +509,13 @@ def _creations(
     return requests, queued
 
 
-async def _dispatch(world: World, run_id: str, correlation_ids: list[str]) -> None:
-    """Queue a message for each step created with ``inline=False``."""
+async def _dispatch(
+    world: World, run_id: str, correlation_ids: list[str], deployment: str | None = None
+) -> None:
+    """Queue a message for each step created with ``inline=False`` (its version's queue)."""
     for correlation_id in correlation_ids:
         await world.queue.enqueue(
-            STEP_QUEUE,
+            pinned_queue(deployment, "step"),
             json.dumps({"run": run_id, "step": correlation_id}, sort_keys=True).encode(),
             run_id=run_id,
             idempotency_key=f"step:{run_id}:{correlation_id}",

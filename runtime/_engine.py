@@ -15,6 +15,7 @@ carry an attribute gets a fresh engine per call, which keeps no replays.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import threading
 from collections import OrderedDict
@@ -30,7 +31,16 @@ from ._orchestrator import DeliveryReport, Limits, run_delivery
 from ._queued import run_queued_step
 from ._settlement import DROP, DeliveryStatus, Settlement, settle, settle_step
 from ._signals import Cancellations
-from ._wake import MalformedMessage, StepMessage, WakeMessage, enqueue_wake, parse_message
+from ._versions import VersionPolicy, run_deployment
+from ._wake import (
+    MalformedMessage,
+    StepMessage,
+    WakeMessage,
+    enqueue_wake,
+    is_step_queue,
+    parse_message,
+    pinned_queue,
+)
 from ._writer import Superseded
 
 if TYPE_CHECKING:
@@ -176,8 +186,13 @@ class Engine:
         limits: Limits,
         sync_in_thread: bool,
         log_failures: bool = True,
+        versions: VersionPolicy | None = None,
     ) -> Handled:
         """Run one claimed message and say how to settle it.
+
+        ``versions``: which runs this driver serves (a worker's version,
+        runtime/_versions.py); a message of a run pinned to another version is
+        moved to that version's queue, logged, and not run.  ``None``: every run.
 
         A World failure (or a bug) while running it does not escape: the message
         is released with a back-off (``max_deliveries`` bounds the retries), and
@@ -190,6 +205,12 @@ class Engine:
         except MalformedMessage as exc:
             log.error("dropping a malformed message: %s", exc)
             return Handled(DROP)
+        if (
+            versions is not None
+            and not versions.serves_queue(queue_name)
+            and await self._move_elsewhere(queue_name, payload, message.run_id, versions)
+        ):
+            return Handled(DROP)
         return await self.handle_message(
             message,
             attempt=attempt,
@@ -197,6 +218,39 @@ class Engine:
             sync_in_thread=sync_in_thread,
             log_failures=log_failures,
         )
+
+    async def _move_elsewhere(
+        self, queue_name: str, payload: bytes | str, run_id: str, versions: VersionPolicy
+    ) -> bool:
+        """Move the message of a run of another version to its queue; whether it was."""
+        try:
+            run = await self.world.runs.get(run_id)
+        except RunNotFound:
+            return False  # the delivery says so
+        if versions.serves(run):
+            return False
+        pinned = run_deployment(run)
+        kind = "step" if is_step_queue(queue_name) else "run"
+        raw = payload.encode() if isinstance(payload, str) else bytes(payload)
+        target = pinned_queue(pinned, kind)
+        await self.world.queue.enqueue(
+            target,
+            raw,
+            run_id=run_id,
+            orchestrator=kind == "run",
+            idempotency_key=f"moved:{run_id}:{hashlib.sha256(raw).hexdigest()[:16]}",
+        )
+        log.warning(
+            "run %s is pinned to version %s; this worker serves %s: leaving it to that "
+            "version's workers (its message moved to queue %s; `durasim migrate %s --to "
+            "VERSION` moves the run)",
+            run_id,
+            pinned,
+            ", ".join(versions.served()) or "no version",
+            target,
+            run_id,
+        )
+        return True
 
     async def handle_message(
         self,

@@ -47,6 +47,7 @@ from ._errors import ReplayDivergence
 from ._metadata import WorkflowMetadata
 from ._replay import Replay
 from ._settlement import DeliveryStatus
+from ._versions import run_deployment
 from ._writer import InBandWriter, Kept, fail_unfenced
 from .serialization import FatalError
 
@@ -197,6 +198,7 @@ async def run_delivery(
         return
     writer = InBandWriter(world, run_id, events, seq_in_band)
     delivery = RunDelivery(world, writer, limits, report)
+    delivery.deployment = run_deployment(run)  # its wake-ups go to its version's queue
     if attempt > limits.max_deliveries:
         await delivery.fail(
             FatalError(f"run {run_id} exceeded {limits.max_deliveries} deliveries of one message"),

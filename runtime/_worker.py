@@ -27,7 +27,8 @@ from ._errors import RunNotFinished
 from ._leases import Heartbeat, LeaseKeeper, LeasePolicy
 from ._orchestrator import DeliveryReport, Limits
 from ._settlement import REQUEUE_DELAY, DeliveryStatus, SettleAction, Settlement
-from ._wake import QUEUE_PREFIX, enqueue_wake
+from ._versions import VersionPolicy, check_deployment_id
+from ._wake import enqueue_wake
 
 __all__ = ["REPORTS_KEPT", "Worker", "apply_settlement"]
 
@@ -51,6 +52,11 @@ class Worker:
             many seconds is logged by name (default 1 s).
         concurrency: deliveries run at once by :meth:`serve`.
         on_report: called with the report of every delivery (e.g. to log it).
+        deployment: the one code version this worker serves (docs/versioning.md);
+            default: the version of each workflow's code here (``DURASIM_DEPLOYMENT``,
+            else its module's source hash).  Runs pinned to another version are
+            left alone (logged, their message moved to that version's queue).
+        serve_all: serve every run whatever its version.
 
     Attributes:
         reports: the last :data:`REPORTS_KEPT` delivery reports, oldest first.
@@ -66,8 +72,14 @@ class Worker:
         warn_blocked_after: float = 1.0,
         concurrency: int = 4,
         on_report: Callable[[DeliveryReport], None] | None = None,
+        deployment: str | None = None,
+        serve_all: bool = False,
     ) -> None:
         policy = LeasePolicy.of(lease_seconds, renew_every, warn_blocked_after=warn_blocked_after)
+        if deployment is not None:
+            check_deployment_id(deployment)
+        #: Which runs this worker serves (its code version).
+        self.versions = VersionPolicy(deployment=deployment, serve_all=serve_all)
         self.world = world
         self.engine = engine_for(world)
         self.limits = limits or Limits()
@@ -80,11 +92,19 @@ class Worker:
         #: The most recent delivery reports (bounded: a serving worker runs forever).
         self.reports: collections.deque[DeliveryReport] = collections.deque(maxlen=REPORTS_KEPT)
 
+    async def _claim(self) -> Delivery | None:
+        """The next due message of this worker's versions, then of the unversioned queues."""
+        for prefix in self.versions.prefixes():
+            delivery = await self.world.queue.claim(
+                queue_prefix=prefix, lease_seconds=self.lease_seconds
+            )
+            if delivery is not None:
+                return delivery
+        return None
+
     async def run_one(self) -> bool:
         """Claim and run one due message (a delivery or a queued step); False if none is due."""
-        delivery = await self.world.queue.claim(
-            queue_prefix=QUEUE_PREFIX, lease_seconds=self.lease_seconds
-        )
+        delivery = await self._claim()
         if delivery is None:
             return False
         await self._handle(delivery)
@@ -125,9 +145,7 @@ class Worker:
 
         while not stop.is_set():
             await slots.acquire()
-            delivery = await self.world.queue.claim(
-                queue_prefix=QUEUE_PREFIX, lease_seconds=self.lease_seconds
-            )
+            delivery = await self._claim()
             if delivery is None:
                 slots.release()
                 await self._idle(poll, stop=stop)
@@ -146,11 +164,13 @@ class Worker:
         """
         waiter = getattr(self.world.queue, "wait_for_work", None)
         if waiter is not None:
-            sleep: asyncio.Future[Any] = asyncio.ensure_future(
-                waiter(poll, queue_prefix=QUEUE_PREFIX)
-            )
+            sleep: asyncio.Future[Any] = asyncio.ensure_future(waiter(poll, queue_prefix="durasim"))
         else:
-            due = await self.world.queue.next_due(queue_prefix=QUEUE_PREFIX)
+            dues = [
+                await self.world.queue.next_due(queue_prefix=prefix)
+                for prefix in self.versions.prefixes()
+            ]
+            due = min((d for d in dues if d is not None), default=None)
             now = self.world.clock.now()
             wait = poll if due is None else min(poll, max(0.0, (due - now).total_seconds()))
             sleep = asyncio.ensure_future(asyncio.sleep(wait))
@@ -174,6 +194,7 @@ class Worker:
                 attempt=delivery.attempt,
                 limits=self.limits,
                 sync_in_thread=self.limits.sync_steps == "thread",
+                versions=self.versions,
             )
         finally:
             renew.cancel()

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import attrs
 
 from durasim.runtime import LeasePolicy, Limits, Run, resume_hook, start
-from durasim.runtime.lowlevel import wall_monotonic
+from durasim.runtime.lowlevel import pinning, wall_monotonic
 from durasim.worlds import (
     Event,
     IdSource,
@@ -236,7 +236,9 @@ class Sim:
         self, workflow: Callable[..., Any], *args: Any, run_id: str | None = None, **kwargs: Any
     ) -> Run:
         """Start a run (as an external writer); it is delivered when the scheduler picks it."""
-        run = await start(workflow, *args, world=self.world, run_id=run_id, **kwargs)
+        # Unpinned: a simulated log must not depend on the workflow's source text.
+        with pinning(False):
+            run = await start(workflow, *args, world=self.world, run_id=run_id, **kwargs)
         self.run_id = run.run_id
         return run
 
