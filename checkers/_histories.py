@@ -24,10 +24,25 @@ from pathlib import Path
 
 import attrs
 
-from durasim.runtime import ReplayDivergence
-from durasim.runtime.lowlevel import Replay, find_workflow
+from durasim.runtime import DeploymentError, ReplayDivergence
+from durasim.runtime.lowlevel import (
+    DEPLOYMENT_ATTR,
+    DEPLOYMENT_ENV,
+    Replay,
+    check_deployment_id,
+    deployment_of,
+    enqueue_wake,
+    find_workflow,
+)
 from durasim.runtime.serialization import SerializationError, serialize
-from durasim.worlds import RUN_TERMINAL_TYPES, DurasimError, Event, EventType, World
+from durasim.worlds import (
+    RUN_TERMINAL_TYPES,
+    DurasimError,
+    Event,
+    EventRequest,
+    EventType,
+    World,
+)
 
 from ._export import event_to_json, load_logs
 from ._oracle import read_log, verify_replay_log
@@ -36,6 +51,7 @@ __all__ = [
     "HistoryVerdict",
     "assert_histories_replay",
     "export_history",
+    "migrate_run",
     "replay_histories",
     "replay_history",
     "replay_world",
@@ -190,6 +206,50 @@ def assert_histories_replay(*paths: Path | str) -> list[HistoryVerdict]:
             + "\n".join(v.render() for v in broken)
         )
     return verdicts
+
+
+async def migrate_run(world: World, run_id: str, to: str) -> HistoryVerdict:
+    """Pin ``run_id`` to version ``to``, if the code here is ``to`` and replays its log.
+
+    The code imported in this process must be version ``to`` (its
+    :func:`~durasim.runtime.lowlevel.deployment_of`); its replay of the run's log
+    must not diverge.  Then an ``attr_set`` of ``durasim.deployment`` moves the run
+    (out-of-band, ``writer="durasim migrate"``) and a wake-up is queued for that
+    version's workers.  Returns the replay's verdict.
+
+    Raises:
+        DeploymentError: ``to`` is not valid, the code here is another version,
+            the replay diverges, or the run has ended.
+    """
+    check_deployment_id(to, where="--to")
+    run = await world.runs.get(run_id)
+    if run.status.terminal:
+        raise DeploymentError(f"run {run_id} is {run.status.value}: only a live run moves")
+    try:
+        here = deployment_of(find_workflow(run.workflow_name))
+    except LookupError as exc:
+        raise DeploymentError(
+            f"run {run_id} runs {run.workflow_name}, which the code imported here does not "
+            f"define ({exc}); import the modules of version {to!r}"
+        ) from None
+    if here != to:
+        raise DeploymentError(
+            f"the code imported here is version {here!r}, not {to!r}: the replay check must "
+            f"run the code of {to!r} (import its modules, or set {DEPLOYMENT_ENV}={to} if "
+            "that is how its workers name it)"
+        )
+    verdict = await replay_history(await read_log(world, run_id), source="migrate")
+    if not verdict.ok:
+        raise DeploymentError(
+            f"run {run_id} cannot move to version {to!r}: its log does not replay on that "
+            f"code ({verdict.kind}):\n  {verdict.detail}"
+        )
+    await world.events.create(
+        run_id,
+        EventRequest.of("attr_set", changes=((DEPLOYMENT_ATTR, to),), writer="durasim migrate"),
+    )
+    await enqueue_wake(world, run_id, key=f"migrate:{run_id}:{to}", deployment=to)
+    return verdict
 
 
 async def export_history(world: World, run_id: str, path: Path | str) -> Path:

@@ -42,9 +42,9 @@ from ._leases import LeaseOptionsError, LeasePolicy
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
 from ._orchestrator import DeliveryReport, Limits
 from ._patches import PatchError, deprecate_patch, patched
-from ._versions import DeploymentError
 from ._run import DEFAULT_HOME, default_world, run
 from ._streams import StreamRewriteError, Writable, get_writable, read_stream
+from ._versions import DeploymentError
 from ._waiting import as_completed, sleep, wait
 from ._waiting import route_stdlib as _route_stdlib
 from ._webhooks import Webhook, WebhookRequest, create_webhook, webhook_app

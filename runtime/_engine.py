@@ -207,7 +207,7 @@ class Engine:
             return Handled(DROP)
         if (
             versions is not None
-            and not versions.serves_queue(queue_name)
+            and not versions.serve_all
             and await self._move_elsewhere(queue_name, payload, message.run_id, versions)
         ):
             return Handled(DROP)

@@ -53,6 +53,8 @@ DEPLOYMENT_ENV = "DURASIM_DEPLOYMENT"
 DEPLOYMENT_ATTR = "durasim.deployment"
 _DEPLOYMENT_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")  # fits a queue name
 _sources: dict[str, str] = {}
+#: The derived versions of this process, by (DURASIM_DEPLOYMENT, workflows registered).
+_served: dict[tuple[str | None, int], list[str]] = {}
 
 
 class DeploymentError(DurasimError, ValueError):
@@ -140,19 +142,18 @@ class VersionPolicy:
         """The versions served (explicit: one; derived: one per workflow module)."""
         if self.deployment is not None:
             return [self.deployment]
-        found = {deployment_of(d) for d in all_workflows()}
-        return sorted(d for d in found if d is not None)
+        definitions = list(all_workflows())
+        key = (os.environ.get(DEPLOYMENT_ENV), len(definitions))
+        cached = _served.get(key)
+        if cached is None:
+            found = {deployment_of(d) for d in definitions}
+            cached = _served[key] = sorted(d for d in found if d is not None)
+        return cached
 
     def serves(self, run: RunRecord) -> bool:
         """Whether this worker runs ``run`` (an unpinned run is everyone's)."""
         pinned = run_deployment(run)
         return self.serve_all or pinned is None or pinned in self.served()
-
-    def serves_queue(self, queue_name: str) -> bool:
-        """Whether ``queue_name`` is the pinned queue of a version this worker serves."""
-        if not queue_name.startswith("durasim@"):
-            return False
-        return queue_name[len("durasim@") :].rsplit("/", 1)[0] in self.served()
 
     def prefixes(self) -> list[str]:
         """The queue prefixes to claim from, this worker's versions first."""

@@ -32,13 +32,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from durasim.runtime import LeaseOptionsError, LeasePolicy
-from durasim.runtime.lowlevel import build_manifest
+from durasim.runtime import DeploymentError, LeaseOptionsError, LeasePolicy
+from durasim.runtime.lowlevel import DEPLOYMENT_ENV, build_manifest, check_deployment_id
 from durasim.worlds import (
     DurasimError,
     Event,
@@ -50,7 +51,12 @@ from durasim.worlds import (
 
 from ._cli_conformance import add_conformance_arguments, cmd_conformance, cmd_demo
 from ._cli_runs import cmd_cancel, cmd_check_log, cmd_inspect, cmd_run, cmd_worker
-from ._cli_versions import add_replay_test_arguments, cmd_replay_test
+from ._cli_versions import (
+    add_migrate_arguments,
+    add_replay_test_arguments,
+    cmd_migrate,
+    cmd_replay_test,
+)
 from ._reproduce import cmd_reproduce
 
 __all__ = ["main"]
@@ -206,6 +212,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="seconds between lease renewals, less than the lease (default 1, or lease/3)",
     )
+    workerp.add_argument(
+        "--deployment",
+        default=None,
+        metavar="VERSION",
+        help="serve only runs of this code version (default: $DURASIM_DEPLOYMENT, else each "
+        "workflow module's source hash); see docs/versioning.md",
+    )
+    workerp.add_argument(
+        "--serve-all", action="store_true", help="serve every run, whatever its version"
+    )
     inspectp = sub.add_parser("inspect", help="show runs, one run, or one run's events")
     inspectp.add_argument("what", choices=["runs", "run", "events"])
     inspectp.add_argument("run_id", nargs="?", help="the run (for run and events)")
@@ -222,6 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_replay_test_arguments(
         sub.add_parser(
             "replay-test", help="replay recorded histories on the current code (upgrade test)"
+        )
+    )
+    add_migrate_arguments(
+        sub.add_parser(
+            "migrate", help="move a live run to another code version (after a replay check)"
         )
     )
     reprop = sub.add_parser("reproduce", help="replay an exploration's seed; verdict and trace")
@@ -241,6 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             LeasePolicy.of(args.lease_seconds, args.renew_every)
         except LeaseOptionsError as exc:
             workerp.error(str(exc))
+        if args.deployment is not None:
+            try:
+                check_deployment_id(args.deployment, where="--deployment")
+            except DeploymentError as exc:
+                workerp.error(str(exc))
     if args.command == "reproduce":
         return cmd_reproduce(args.seed, imports=args.imports, trace=not args.no_trace)
     if args.command == "manifest":
@@ -262,12 +288,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     concurrency=args.concurrency,
                     lease_seconds=args.lease_seconds,
                     renew_every=args.renew_every,
+                    deployment=args.deployment or os.environ.get(DEPLOYMENT_ENV) or None,
+                    serve_all=args.serve_all,
                 )
             )
         if args.command == "inspect":
             return asyncio.run(
                 cmd_inspect(args.what, args.run_id, world_path=args.world, as_json=args.json)
             )
+        if args.command == "migrate":
+            return cmd_migrate(args)
         if args.command == "replay-test":
             return cmd_replay_test(args)
         if args.command == "check-log":

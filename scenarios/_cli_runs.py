@@ -142,6 +142,8 @@ async def cmd_worker(
     concurrency: int,
     lease_seconds: float | None = None,
     renew_every: float | None = None,
+    deployment: str | None = None,
+    serve_all: bool = False,
 ) -> int:
     """Serve a World until SIGTERM/SIGINT; in-flight deliveries finish first."""
     for module in modules:
@@ -152,16 +154,23 @@ async def cmd_worker(
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    print(f"durasim worker: serving {getattr(world, 'path', world)}", file=sys.stderr)
     try:
         worker = Worker(
             world,
+            deployment=deployment,
+            serve_all=serve_all,
             concurrency=concurrency,
             lease_seconds=lease_seconds,
             renew_every=renew_every,
             on_report=lambda r: print(
                 f"durasim worker: run {r.run_id} {r.status}", file=sys.stderr
             ),
+        )
+        versions = "every version" if serve_all else ", ".join(worker.versions.served())
+        print(
+            f"durasim worker: serving {getattr(world, 'path', world)} "
+            f"(versions: {versions or 'unversioned runs only'})",
+            file=sys.stderr,
         )
         await worker.serve(stop=stop)
     finally:

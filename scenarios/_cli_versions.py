@@ -13,13 +13,18 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from durasim.checkers import HistoryVerdict, replay_histories, replay_world
+from durasim.checkers import HistoryVerdict, migrate_run, replay_histories, replay_world
 from durasim.worlds import DurasimError
 
 from ._cli_runs import import_module
 from ._cli_world import open_world
 
-__all__ = ["add_replay_test_arguments", "cmd_replay_test"]
+__all__ = [
+    "add_migrate_arguments",
+    "add_replay_test_arguments",
+    "cmd_migrate",
+    "cmd_replay_test",
+]
 
 WORLD_HELP = "a SQLite World file or a postgresql:// URL to read runs from"
 
@@ -76,3 +81,34 @@ def cmd_replay_test(args: argparse.Namespace) -> int:
         f"replay on this code{'' if not broken else f'; {len(broken)} do not'}"
     )
     return 1 if broken else 0
+
+
+def add_migrate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", help="the run to move")
+    parser.add_argument("--to", required=True, metavar="VERSION", help="the version to pin it to")
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first: the code of VERSION, replayed on the run's log (repeatable)",
+    )
+    parser.add_argument("--world", default=None, help="a SQLite World file or a postgresql:// URL")
+
+
+async def _migrate(args: argparse.Namespace) -> HistoryVerdict:
+    world = await open_world(args.world, must_exist=True)
+    try:
+        return await migrate_run(world, args.run_id, args.to)
+    finally:
+        await world.close()
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Move a live run to another code version after a clean replay of its log on it."""
+    for module in args.imports:
+        import_module(module)
+    asyncio.run(_migrate(args))
+    print(f"run {args.run_id}: replays on version {args.to}; pinned to it from now on")
+    return 0
