@@ -26,13 +26,16 @@ import hashlib
 import os
 import re
 import sys
+import types
 from collections.abc import Iterator
+from typing import Any
 
 import attrs
 
 from durasim.worlds import DurasimError, RunRecord
 
-from ._definitions import WorkflowDef, all_workflows
+from ._decorators import workflow_definition
+from ._definitions import _WORKFLOWS, WorkflowDef, all_workflows
 from ._wake import pinned_queue
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "DEPLOYMENT_ENV",
     "DeploymentError",
     "VersionPolicy",
+    "change_code",
     "check_deployment_id",
     "deployment_of",
     "pinned_queue",
@@ -160,3 +164,53 @@ class VersionPolicy:
         if self.serve_all:
             return ["durasim"]
         return [f"durasim@{d}/" for d in self.served()] + ["durasim."]
+
+
+def _renamed(new: Any, old: Any) -> Any:
+    """``new`` under ``old``'s name: the same function, edited (sites name the function)."""
+    new_code, old_code = getattr(new, "__code__", None), getattr(old, "__code__", None)
+    if not isinstance(new_code, types.CodeType) or not isinstance(old_code, types.CodeType):
+        return new
+    qualname = getattr(old_code, "co_qualname", old_code.co_name)
+    if (new_code.co_name, getattr(new_code, "co_qualname", None)) == (old_code.co_name, qualname):
+        return new
+    changes: dict[str, Any] = {"co_name": old_code.co_name}
+    if hasattr(new_code, "co_qualname"):
+        changes["co_qualname"] = qualname
+    renamed = types.FunctionType(
+        new_code.replace(**changes),
+        new.__globals__,
+        old.__name__,
+        new.__defaults__,
+        new.__closure__,
+    )
+    renamed.__kwdefaults__ = new.__kwdefaults__
+    renamed.__qualname__ = old.__qualname__
+    renamed.__module__ = new.__module__
+    return renamed
+
+
+@contextlib.contextmanager
+def change_code(workflow: object, new: object) -> Iterator[WorkflowDef]:
+    """Within the block, ``workflow``'s id runs ``new``'s code (a deployment, in one process).
+
+    ``new`` is another ``@workflow`` function or a plain ``async def``; the runs
+    of ``workflow`` delivered from now on replay on it (live replays of the old
+    code are not continued: their definition is another object).  The
+    simulator's "the code changes here" action (``explore(upgrade=...)``).
+    """
+    old = workflow_definition(workflow)
+    fn = getattr(new, "definition", None)
+    code = fn.fn if isinstance(fn, WorkflowDef) else new
+    if not callable(code):
+        raise DeploymentError(f"the new code of {old.workflow_id} must be a function: {new!r}")
+    changed = attrs.evolve(old, fn=_renamed(code, old.fn))
+    current = _WORKFLOWS.get(old.workflow_id)
+    _WORKFLOWS[old.workflow_id] = changed
+    try:
+        yield changed
+    finally:
+        if current is None:
+            _WORKFLOWS.pop(old.workflow_id, None)
+        else:
+            _WORKFLOWS[old.workflow_id] = current
