@@ -179,3 +179,41 @@ def test_the_replay_test_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     wf_versions.CODE["version"] = "B"
     assert main(["replay-test", "--world", str(tmp_path / "w.db")]) == 0
     assert "1 of 1 histories replay on this code" in capsys.readouterr().out
+
+
+def test_inspect_shows_the_version_and_the_patches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    from durasim.scenarios._cli import main  # noqa: PLC0415
+    from durasim.worlds import SQLiteWorld  # noqa: PLC0415
+
+    monkeypatch.setenv("DURASIM_DEPLOYMENT", "v2")
+
+    async def record() -> None:
+        world = SQLiteWorld(tmp_path / "w.db")
+        try:
+            await _suspend(world, "B", "shown")
+        finally:
+            await world.close()
+
+    asyncio.run(record())
+    db = str(tmp_path / "w.db")
+    assert main(["inspect", "run", "shown", "--world", db]) == 0
+    out = capsys.readouterr().out
+    assert "  version: v2" in out
+    assert "  patches: use-three" in out
+    assert main(["inspect", "run", "shown", "--json", "--world", db]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert (body["deployment_id"], body["patches"]) == ("v2", ["use-three"])
+    assert main(["migrate", "shown", "--to", "v3", "--world", db]) == 1
+    assert "the code imported here is version 'v2', not 'v3'" in capsys.readouterr().err
+    wf_versions.CODE["version"] = "B-unpatched"
+    monkeypatch.setenv("DURASIM_DEPLOYMENT", "v3")
+    assert main(["migrate", "shown", "--to", "v3", "--world", db]) == 1
+    assert "cannot move to version 'v3'" in capsys.readouterr().err
+    wf_versions.CODE["version"] = "C"
+    assert main(["migrate", "shown", "--to", "v3", "--world", db]) == 0
+    assert "pinned to it from now on" in capsys.readouterr().out
