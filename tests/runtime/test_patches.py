@@ -184,11 +184,11 @@ def test_the_replay_test_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_inspect_shows_the_version_and_the_patches(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import asyncio  # noqa: PLC0415
-    import json  # noqa: PLC0415
+    import asyncio
+    import json
 
-    from durasim.scenarios._cli import main  # noqa: PLC0415
-    from durasim.worlds import SQLiteWorld  # noqa: PLC0415
+    from durasim.scenarios._cli import main
+    from durasim.worlds import SQLiteWorld
 
     monkeypatch.setenv("DURASIM_DEPLOYMENT", "v2")
 
