@@ -131,8 +131,12 @@ class Engine:
         attempt: int = 1,
         divergences: int = 0,
         min_seq: int = 0,
+        versions: VersionPolicy | None = None,
     ) -> DeliveryReport:
         """One orchestrator delivery of ``run_id``: what it did, and how it ended.
+
+        ``versions``: deliver only a run of these versions (else the delivery
+        moves the wake-up to the run's version's queue and ends).
 
         The steps are :func:`~durasim.runtime._orchestrator.run_delivery`'s (the
         module docstring of ``_orchestrator``); here, what ends a delivery early
@@ -149,7 +153,9 @@ class Engine:
         limits = limits or Limits()
         report = DeliveryReport(run_id=run_id, divergences=divergences)
         try:
-            await run_delivery(self, run_id, limits, report, attempt=attempt, min_seq=min_seq)
+            await run_delivery(
+                self, run_id, limits, report, attempt=attempt, min_seq=min_seq, versions=versions
+            )
         except Superseded as exc:
             log.info("run %s: this delivery was superseded (%s); stopping", run_id, exc)
             report.status = DeliveryStatus.SUPERSEDED
@@ -205,14 +211,16 @@ class Engine:
         except MalformedMessage as exc:
             log.error("dropping a malformed message: %s", exc)
             return Handled(DROP)
-        if (
-            versions is not None
-            and not versions.serve_all
-            and await self._move_elsewhere(queue_name, payload, message.run_id, versions)
-        ):
-            return Handled(DROP)
+        if versions is not None and versions.serve_all:
+            versions = None
+        if versions is not None and not versions.own_queue(queue_name):
+            # An unversioned message (or a version's we do not serve): whose run is it?
+            if await self._move_elsewhere(queue_name, payload, message.run_id, versions):
+                return Handled(DROP)
+            versions = None  # checked: the delivery need not check again
         return await self.handle_message(
             message,
+            versions=versions,
             attempt=attempt,
             limits=limits,
             sync_in_thread=sync_in_thread,
@@ -260,8 +268,13 @@ class Engine:
         limits: Limits,
         sync_in_thread: bool,
         log_failures: bool = True,
+        versions: VersionPolicy | None = None,
     ) -> Handled:
-        """:meth:`handle` for a message its driver has parsed already (the simulator)."""
+        """:meth:`handle` for a message its driver has parsed already (the simulator).
+
+        ``versions``: the delivery checks that the run is still one of them (a
+        migrated run's stale messages in this version's queue move on).
+        """
         if isinstance(message, StepMessage):
             try:
                 retry_in = await run_queued_step(
@@ -284,6 +297,7 @@ class Engine:
                 attempt=attempt,
                 divergences=message.divergences,
                 min_seq=message.seq,
+                versions=versions,
             )
         except Exception as exc:
             if log_failures:

@@ -47,7 +47,8 @@ from ._errors import ReplayDivergence
 from ._metadata import WorkflowMetadata
 from ._replay import Replay
 from ._settlement import DeliveryStatus
-from ._versions import run_deployment
+from ._versions import VersionPolicy, run_deployment
+from ._wake import enqueue_wake
 from ._writer import InBandWriter, Kept, fail_unfenced
 from .serialization import FatalError
 
@@ -147,8 +148,13 @@ async def run_delivery(
     *,
     attempt: int,
     min_seq: int = 0,
+    versions: VersionPolicy | None = None,
 ) -> None:
     """The steps of one delivery (the module docstring), filling in ``report``.
+
+    ``versions``: the versions this delivery's worker serves; a run of another
+    one (migrated since its message was queued) is not delivered: its wake-up
+    moves to its version's queue.
 
     Raises what ends a delivery early (:class:`Superseded`, a divergence met while
     writing, :class:`RunExpired`, :class:`RunNotFound`); :meth:`Engine.deliver`
@@ -183,6 +189,23 @@ async def run_delivery(
     if _terminal(new) is not None:  # a kept prefix holds no end: it was kept suspended
         report.status = _FINISHED
         return
+    if versions is not None:
+        if kept is not None and versions.moved(new):
+            run = await world.runs.get(run_id)  # migrated since it was kept
+        if not versions.serves(run):
+            pinned = run_deployment(run)
+            log.warning(
+                "run %s is pinned to version %s; this worker serves %s: leaving it to that "
+                "version's workers",
+                run_id,
+                pinned,
+                ", ".join(versions.served()) or "no version",
+            )
+            await enqueue_wake(
+                world, run_id, key=f"moved:{run_id}:{len(events)}", seq=min_seq, deployment=pinned
+            )
+            report.status = _FINISHED
+            return
     if len(events) < min_seq:
         log.info(
             "run %s: the log read ends at #%d, before #%d this delivery was woken for (a stale "

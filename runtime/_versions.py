@@ -27,12 +27,12 @@ import os
 import re
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import attrs
 
-from durasim.worlds import DurasimError, RunRecord
+from durasim.worlds import DurasimError, Event, EventType, RunRecord
 
 from ._decorators import workflow_definition
 from ._definitions import _WORKFLOWS, WorkflowDef, all_workflows
@@ -158,6 +158,20 @@ class VersionPolicy:
         """Whether this worker runs ``run`` (an unpinned run is everyone's)."""
         pinned = run_deployment(run)
         return self.serve_all or pinned is None or pinned in self.served()
+
+    def own_queue(self, queue_name: str) -> bool:
+        """Whether ``queue_name`` is the queue of a version this worker serves."""
+        if not queue_name.startswith("durasim@"):
+            return False
+        return queue_name[len("durasim@") :].rpartition("/")[0] in self.served()
+
+    def moved(self, events: Iterable[Event]) -> bool:
+        """Whether ``events`` move their run to another version (``durasim migrate``)."""
+        return any(
+            e.type is EventType.ATTR_SET
+            and any(k == DEPLOYMENT_ATTR for k, _ in e.data.get("changes", ()))
+            for e in events
+        )
 
     def prefixes(self) -> list[str]:
         """The queue prefixes to claim from, this worker's versions first."""
