@@ -31,6 +31,7 @@ import logging
 import math
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
@@ -290,11 +291,13 @@ class _BeatState:
     __slots__ = (
         "_watched",
         "_watched_thread",
+        "closed",
         "idle_since",
         "keeper",
         "lock",
         "thread",
         "users",
+        "wake",
         "world",
     )
 
@@ -307,20 +310,41 @@ class _BeatState:
         self.world: World | None = None
         self._watched: asyncio.AbstractEventLoop | None = None
         self._watched_thread = 0
+        #: Set when the Heartbeat is gone: the thread ends at once, without lingering.
+        self.closed = False
+        #: Resolved to wake the thread's sleep (its loop's future), set by the thread.
+        self.wake: asyncio.Future[None] | None = None
 
     def finished(self) -> bool:
         """Whether the thread should end now (and, if so, forget it: the next user starts one)."""
         with self.lock:
             idle = self.idle_since
+            if self.closed:
+                self.thread = None
+                return True
             if self.users or idle is None or time.monotonic() - idle < Heartbeat.LINGER_SECONDS:
                 return False
             self.thread = None
             return True
 
+    def close(self) -> None:
+        """The Heartbeat was dropped: end the thread now (called from any thread)."""
+        with self.lock:
+            self.closed = True
+            wake = self.wake
+        if wake is not None:
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+                wake.get_loop().call_soon_threadsafe(_resolve, wake)
+
     def in_use(self) -> World | None:
         """The World while a lease is held; None once the last user left."""
         with self.lock:
             return self.world
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class Heartbeat:
@@ -346,6 +370,8 @@ class Heartbeat:
         self.world = world
         self.keeper = keeper
         self._state = _BeatState(keeper)
+        # A worker dropped with its thread lingering: the thread ends now, not 3 s later.
+        weakref.finalize(self, self._state.close)
 
     @property
     def alive(self) -> bool:
@@ -394,6 +420,9 @@ async def _beat(state: _BeatState) -> None:
     tick = min(policy.renew_every, policy.warn_blocked_after) / 2
     renewer: LeaseRenewer | None = None
     extend: Extend | None = None
+    wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    with state.lock:
+        state.wake = wake
     try:
         while not state.finished():
             watcher.check()
@@ -413,7 +442,7 @@ async def _beat(state: _BeatState) -> None:
                 except Exception:  # never let the heartbeat die; the next beat retries
                     log.exception("lease renewal failed")
             del world
-            await asyncio.sleep(tick)
+            await asyncio.wait((wake,), timeout=tick)
     finally:
         if renewer is not None:
             with contextlib.suppress(Exception):

@@ -352,6 +352,7 @@ def test_a_drained_worker_and_its_world_are_freed_while_the_heartbeat_lingers() 
     import weakref
 
     refs: list[weakref.ref[Any]] = []
+    threads: list[Any] = []
 
     async def one() -> None:
         world = MemoryWorld(clock=FixedClock())
@@ -361,6 +362,7 @@ def test_a_drained_worker_and_its_world_are_freed_while_the_heartbeat_lingers() 
         await worker.drain()
         assert await run.result() == 10
         assert worker.heartbeat.alive  # lingering, as designed
+        threads.append(worker.heartbeat._state.thread)
         first = (await world.events.list(run.run_id)).events[0]  # the log, by one of its events
         refs.extend(weakref.ref(o) for o in (world, worker, worker.heartbeat, first))
 
@@ -369,5 +371,9 @@ def test_a_drained_worker_and_its_world_are_freed_while_the_heartbeat_lingers() 
         loop.run_until_complete(one())
         gc.collect()
         assert [r() for r in refs] == [None] * len(refs)  # the loop has not run again
+        # ...and the thread of the dropped worker ends now, not LINGER_SECONDS later
+        # (woken, not polled: the join's bound is never reached).
+        threads[0].join(timeout=60)
+        assert not threads[0].is_alive()
     finally:
         loop.close()
