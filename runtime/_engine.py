@@ -175,6 +175,7 @@ class Engine:
         attempt: int,
         limits: Limits,
         sync_in_thread: bool,
+        quick_inline: bool = False,
         log_failures: bool = True,
     ) -> Handled:
         """Run one claimed message and say how to settle it.
@@ -195,6 +196,7 @@ class Engine:
             attempt=attempt,
             limits=limits,
             sync_in_thread=sync_in_thread,
+            quick_inline=quick_inline,
             log_failures=log_failures,
         )
 
@@ -205,13 +207,17 @@ class Engine:
         attempt: int,
         limits: Limits,
         sync_in_thread: bool,
+        quick_inline: bool = False,
         log_failures: bool = True,
     ) -> Handled:
         """:meth:`handle` for a message its driver has parsed already (the simulator)."""
         if isinstance(message, StepMessage):
             try:
                 retry_in = await run_queued_step(
-                    self.world, message.payload, sync_in_thread=sync_in_thread
+                    self.world,
+                    message.payload,
+                    sync_in_thread=sync_in_thread,
+                    quick_inline=quick_inline,
                 )
             except Exception as exc:
                 if log_failures:
