@@ -63,7 +63,8 @@ class _Job:
     """One body call, handed to a step thread and back."""
 
     __slots__ = (
-        *("args", "context", "done", "elapsed", "error", "fn", "future", "kwargs", "result"),
+        *("args", "context", "done", "elapsed", "ended", "error", "fn", "future", "kwargs"),
+        "result",
     )
 
     def __init__(
@@ -77,6 +78,7 @@ class _Job:
         self.result: Any = None
         self.error: BaseException | None = None
         self.elapsed = 0.0
+        self.ended = False
         # Held until the body ends; the loop's thread waits on it.
         self.done = threading.Lock()
         self.done.acquire()
@@ -107,6 +109,7 @@ class _StepThread:
             except BaseException as exc:  # handed to the awaiting task, which re-raises it
                 job.error = exc
             job.elapsed = wall_perf_counter() - began
+            job.ended = True
             job.fn = job.args = job.kwargs = job.context = None  # type: ignore[assignment]
             # Back on the idle list before the loop can hand out the next job.
             _idle.append(self)
@@ -198,7 +201,7 @@ async def run_in_step_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: An
         return await _handed_back(job, getattr(fn, "__qualname__", ""), quick=alone)
     finally:
         _out.discard(job)
-        if job.fn is None:  # it ended (a cancelled await may leave it running)
+        if job.ended:  # (a cancelled await may leave it running)
             ran_inline(fn, job.elapsed)
 
 

@@ -43,17 +43,21 @@ def plain_scalar(value: object) -> bytes | None:
     """
     t = type(value)
     if t is int:
-        if -INT_LIMIT <= value <= INT_LIMIT:  # type: ignore[operator]
-            return _HEAD_PLAIN + int.__repr__(value).encode("ascii")  # type: ignore[arg-type]
+        assert isinstance(value, int)
+        if -INT_LIMIT <= value <= INT_LIMIT:
+            return _HEAD_PLAIN + int.__repr__(value).encode("ascii")
         return None
     if t is str:
+        assert isinstance(value, str)
         return _HEAD_PLAIN + _ascii_string(value).encode("ascii")
     if value is None:
         return _HEAD_PLAIN + b"null"
     if t is bool:
         return _HEAD_PLAIN + (b"true" if value else b"false")
-    if t is float and value - value == 0.0:  # type: ignore[operator]
-        return _HEAD_PLAIN + float.__repr__(value).encode("ascii")  # type: ignore[arg-type]
+    if t is float:
+        assert isinstance(value, float)
+        if value - value == 0.0:
+            return _HEAD_PLAIN + float.__repr__(value).encode("ascii")
     return None
 
 
