@@ -40,7 +40,8 @@ EDGES = [
 def test_a_scalar_is_written_as_the_general_path_writes_it(value: object) -> None:
     assert plain_scalar(value) == HEAD_PLAIN + dumps_tree(value)
     back = deserialize(serialize(value))
-    assert type(back) is type(value) and (back == value or back != back)
+    assert type(back) is type(value)
+    assert back == value
 
 
 @given(
@@ -61,7 +62,7 @@ def test_any_plain_scalar_has_the_general_paths_bytes(value: object) -> None:
 def test_what_is_not_a_plain_scalar_takes_the_general_path(value: object) -> None:
     assert plain_scalar(value) is None
     back = deserialize(serialize(value))
-    assert back == value or (back != back and value != value)
+    assert back == value or (math.isnan(back) and math.isnan(value))
 
 
 @pytest.mark.parametrize(
