@@ -295,7 +295,8 @@ class RunDelivery:
                     attempt=attempt,
                     now=world.clock.now(),
                     workflow=self.workflow,
-                    sync_in_thread=limits.sync_steps == "thread",
+                    sync_in_thread=limits.sync_steps != "inline",
+                    quick_inline=limits.sync_steps == "auto",
                     payloads=writer.replay.payloads if writer.replay is not None else None,
                 )
             finally:

@@ -191,6 +191,7 @@ class Engine:
         attempt: int,
         limits: Limits,
         sync_in_thread: bool,
+        quick_inline: bool = False,
         log_failures: bool = True,
         versions: VersionPolicy | None = None,
     ) -> Handled:
@@ -224,6 +225,7 @@ class Engine:
             attempt=attempt,
             limits=limits,
             sync_in_thread=sync_in_thread,
+            quick_inline=quick_inline,
             log_failures=log_failures,
         )
 
@@ -267,6 +269,7 @@ class Engine:
         attempt: int,
         limits: Limits,
         sync_in_thread: bool,
+        quick_inline: bool = False,
         log_failures: bool = True,
         versions: VersionPolicy | None = None,
     ) -> Handled:
@@ -278,7 +281,10 @@ class Engine:
         if isinstance(message, StepMessage):
             try:
                 retry_in = await run_queued_step(
-                    self.world, message.payload, sync_in_thread=sync_in_thread
+                    self.world,
+                    message.payload,
+                    sync_in_thread=sync_in_thread,
+                    quick_inline=quick_inline,
                 )
             except Exception as exc:
                 if log_failures:

@@ -82,11 +82,18 @@ class Limits:
         replay_budget: seconds of workflow code (replay, not step bodies) one
             delivery may spend; past it, once it has made progress, the delivery
             hands the run over to a fresh one (a new message, due now).
-        sync_steps: ``"thread"`` runs sync step bodies in a thread, keeping the
-            worker's loop (and its lease renewals) responsive; ``"inline"`` runs
-            them on the loop, saving the hop (~25-60 us a step here) but a body
-            longer than the lease lets another worker take the run over (the fence
-            keeps the log right; the body then runs twice).
+        sync_steps: ``"auto"`` (the default) runs sync step bodies in a step
+            thread, except the bodies of a function whose last
+            :data:`~durasim.runtime._step_threads.INLINE_AFTER` bodies each ended
+            within :data:`~durasim.runtime._step_threads.INLINE_BELOW` (0.5 ms):
+            those run on the loop, with no hand-off, while no other body is out in
+            a thread; one that then takes longer sends its function back to the
+            thread.  ``"thread"`` always hands sync bodies to a thread, keeping
+            the worker's loop responsive whatever they do; ``"inline"`` always runs
+            them on the loop.  Leases are renewed off the loop either way (the
+            heartbeat thread); a body that blocks the loop only delays the other
+            deliveries on it, and is named in a warning after
+            ``warn_blocked_after``.
         queue_steps: new steps beyond ``inline_steps`` go through the queue, to
             be run by any worker (nested steps always run inline).
         keep_replays: keep a suspended run's live replay in this process, so its
@@ -100,14 +107,14 @@ class Limits:
     max_divergences: int = 3
     inline_steps: int = 8
     replay_budget: float = 240.0
-    sync_steps: str = attrs.field(default="thread")
+    sync_steps: str = attrs.field(default="auto")
     queue_steps: bool = False
     keep_replays: bool = True
 
     @sync_steps.validator
     def _check_sync_steps(self, attribute: object, value: str) -> None:
-        if value not in ("thread", "inline"):
-            raise ValueError(f"sync_steps={value!r}: pass 'thread' or 'inline'")
+        if value not in ("auto", "thread", "inline"):
+            raise ValueError(f"sync_steps={value!r}: pass 'auto', 'thread' or 'inline'")
 
 
 @attrs.define

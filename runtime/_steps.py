@@ -32,11 +32,12 @@ import attrs
 from durasim.worlds import EventRequest
 
 from ._authoring import StepDef, with_closure
+from ._determinism import wall_perf_counter
 from ._errors import passes_through
 from ._leases import running_steps
 from ._metadata import STEP_METADATA, WORKFLOW_METADATA, StepMetadata, WorkflowMetadata
 from ._payloads import RunPayloads, decode_payload
-from ._step_threads import run_in_step_thread
+from ._step_threads import ran_inline, run_in_step_thread, runs_inline
 from .serialization import FatalError, RetryableError, SerializationError, serialize
 
 __all__ = ["StepOutcome", "backoff", "execute_step", "exhausted"]
@@ -84,12 +85,15 @@ async def execute_step(
     now: datetime,
     workflow: WorkflowMetadata,
     sync_in_thread: bool = True,
+    quick_inline: bool = False,
     payloads: RunPayloads | None = None,
 ) -> StepOutcome:
     """Run attempt ``attempt`` of a step and say what to record.
 
     A sync body runs in a thread unless ``sync_in_thread=False`` (then on the
-    calling loop: no thread hop, but the loop is blocked while it runs).
+    calling loop: no thread hop, but the loop is blocked while it runs).  With
+    ``quick_inline``, a function known to be quick runs on the loop all the same
+    (:func:`~._step_threads.runs_inline`; ``Limits(sync_steps="auto")``).
     ``payloads``: the run's payloads, to decode an input that refers to values
     stored in other records of the run, and to write a result that refers to
     the input (see ``_payloads``).
@@ -112,18 +116,23 @@ async def execute_step(
     workflow_token = WORKFLOW_METADATA.set(workflow)
     try:
         # ``is_async`` was read off ``definition.fn``; only a closure copy needs a look.
-        if sync_in_thread and not (
-            definition.is_async or (fn is not definition.fn and inspect.iscoroutinefunction(fn))
-        ):
+        is_async = definition.is_async or (
+            fn is not definition.fn and inspect.iscoroutinefunction(fn)
+        )
+        if sync_in_thread and not is_async and not (quick_inline and runs_inline(fn)):
             result = await run_in_step_thread(fn, *args, **kwargs)
         else:  # on this loop: named by the heartbeat if it blocks the loop
             running, entry = running_steps(), (definition.name, time.monotonic())
             running.append(entry)
             try:
-                if definition.is_async or (
-                    fn is not definition.fn and inspect.iscoroutinefunction(fn)
-                ):
+                if is_async:
                     result = await fn(*args, **kwargs)
+                elif sync_in_thread:  # a quick function, inline: timed, to send it back
+                    began = wall_perf_counter()
+                    try:
+                        result = fn(*args, **kwargs)
+                    finally:
+                        ran_inline(fn, wall_perf_counter() - began)
                 else:
                     result = fn(*args, **kwargs)
             finally:

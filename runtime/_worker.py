@@ -193,7 +193,8 @@ class Worker:
                 delivery.payload,
                 attempt=delivery.attempt,
                 limits=self.limits,
-                sync_in_thread=self.limits.sync_steps == "thread",
+                sync_in_thread=self.limits.sync_steps != "inline",
+                quick_inline=self.limits.sync_steps == "auto",
                 versions=self.versions,
             )
         finally:
