@@ -105,11 +105,16 @@ def _load_outside(where: str, path: Path) -> Any:
 def parse_args(values: Sequence[str]) -> list[Any]:
     """Workflow arguments from the command line: JSON where it parses, else strings."""
     parsed: list[Any] = []
-    for value in values:
+    for number, value in enumerate(values, 1):
         try:
             parsed.append(json.loads(value))
         except ValueError:
             parsed.append(value)
+        except RecursionError:
+            raise DurasimError(
+                f"workflow argument {number} nests too deeply to be read as JSON: pass a "
+                "flatter value"
+            ) from None
     return parsed
 
 
