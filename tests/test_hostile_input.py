@@ -155,15 +155,18 @@ async def _busy(world: World) -> str:
     return run_id.run_id
 
 
-async def _refused(world: World, call: Call, run_id: str) -> InvalidRequest:
-    before = await world_state(world)
+async def _refused(
+    world: World, call: Call, run_id: str, *, compare: bool = True
+) -> InvalidRequest:
+    before = await world_state(world) if compare else None
     started = time.monotonic()
     with pytest.raises(InvalidRequest) as caught:
         await call(world, run_id)
     elapsed = time.monotonic() - started
     assert type(caught.value) is InvalidRequest
     assert elapsed < 2.0, f"refused after {elapsed:.1f} s: a bound must refuse at once"
-    assert await world_state(world) == before, "a refused call changed the World"
+    if compare:
+        assert await world_state(world) == before, "a refused call changed the World"
     assert len(str(caught.value)) < 1_000, "the message must not echo the whole value"
     return caught.value
 
@@ -184,8 +187,16 @@ def _make(kind: str, directory: Path) -> World:
     return factory_of(kind)(setup)
 
 
-async def _check(world: World, run_id: str, where: str, kind: str, calls: dict[str, Any]) -> None:
-    exc = await _refused(world, calls[where](HOSTILE[kind]), run_id)
+async def _check(
+    world: World,
+    run_id: str,
+    where: str,
+    kind: str,
+    calls: dict[str, Any],
+    *,
+    compare: bool = True,
+) -> None:
+    exc = await _refused(world, calls[where](HOSTILE[kind]), run_id, compare=compare)
     if calls is WRITES and where not in IDS:
         assert exc.rule == RULE[kind], str(exc)  # type: ignore[attr-defined]
         assert exc.field  # type: ignore[attr-defined]
@@ -217,15 +228,20 @@ async def test_a_world_refuses_a_hostile_string_in_a_lookup(
         await world.close()
 
 
-@pytest.mark.parametrize("where", sorted(WRITES) + sorted(LOOKUPS))
-async def test_postgres_refuses_every_hostile_string(where: str, tmp_path: Path) -> None:
-    """Each string in turn on one PostgreSQL World: 1 MB refused at once, NUL never sent."""
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+async def test_postgres_refuses_every_hostile_string(kind: str, tmp_path: Path) -> None:
+    """Every call in turn on one PostgreSQL World: 1 MB refused at once, NUL never sent.
+
+    Refusals write nothing, so what the World holds is compared once, after them all.
+    """
     world = _make("postgres", tmp_path)
     try:
         run_id = await _busy(world)
-        calls = WRITES if where in WRITES else LOOKUPS
-        for kind in sorted(HOSTILE):
-            await _check(world, run_id, where, kind, calls)
+        before = await world_state(world)
+        for calls in (WRITES, LOOKUPS):
+            for where in sorted(calls):
+                await _check(world, run_id, where, kind, calls, compare=False)
+        assert await world_state(world) == before, "a refused call changed the World"
     finally:
         await world.close()
 
