@@ -472,7 +472,7 @@ def _validate_common(
             if spec.required:
                 return None
         elif type(value) is _PLAIN.get(spec.kind) and name not in _STR_CHECKED:
-            if spec.kind == _STR and not (
+            if isinstance(value, str) and not (
                 value and value.isascii() and len(value) <= _FAST_MAX_CHARS and "\x00" not in value
             ):
                 clean[name] = _check_field(rules.type, name, spec, value)
