@@ -598,3 +598,64 @@ def test_check_log_accepts_the_good_line(
     log.write_text(json.dumps(GOOD) + "\n")
     main(["check-log", str(log)])
     assert "not an exported event" not in capsys.readouterr().err
+
+
+# --- the webhook app (ASGI, no server: the token check is the World's) -----------------------
+
+WEBHOOK_TOKENS = {
+    "nul": "\x00",
+    "nul inside": "tok\x00en",
+    "surrogate": "tok\ud800",
+    "space": "a b",
+    "megabyte": "t" * 1_000_000,
+    "unknown": "no-such-token",
+}
+
+
+async def _webhook_status(world: World, token: str) -> int:
+    from durasim.runtime import webhook_app
+
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/webhooks/" + token,
+        "headers": [],
+        "query_string": b"",
+    }
+    await webhook_app(world)(scope, receive, send)
+    return int(sent[0]["status"])
+
+
+@pytest.mark.parametrize("name", sorted(WEBHOOK_TOKENS))
+@pytest.mark.parametrize("world_kind", CHEAP)
+async def test_a_malformed_webhook_token_answers_404(
+    world_kind: str, name: str, tmp_path: Path
+) -> None:
+    world = _make(world_kind, tmp_path)
+    try:
+        await _busy(world)
+        before = await world_state(world)
+        assert await _webhook_status(world, WEBHOOK_TOKENS[name]) == 404
+        assert await world_state(world) == before
+    finally:
+        await world.close()
+
+
+async def test_malformed_webhook_tokens_answer_404_on_postgres(tmp_path: Path) -> None:
+    world = _make("postgres", tmp_path)
+    try:
+        await _busy(world)
+        before = await world_state(world)
+        for token in WEBHOOK_TOKENS.values():
+            assert await _webhook_status(world, token) == 404
+        assert await world_state(world) == before
+    finally:
+        await world.close()
