@@ -126,7 +126,6 @@ async def test_hostile_strings_are_refused_in_every_write(world: World, kind: st
         exc = await assert_refused(world, InvalidRequest, call)
         assert str(exc), where
         assert time.monotonic() - started < 5, f"{where}: refused only after a long wait"
-        assert len(str(exc)) < 2_000, f"{where}: the message echoes the whole value"
 
 
 @pytest.mark.parametrize("kind", sorted(HOSTILE))
