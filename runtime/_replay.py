@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from durasim.worlds import Event, EventType
+from durasim.worlds import STRING_LIMITS, Event, EventType, check_text, check_token
 
 from ._authoring import STEP_CALLER, StepDef, WorkflowDef
 from ._compare import first_difference, short
@@ -404,7 +404,15 @@ class Replay:
     # -- HookCaller: workflow code creates and reads hooks --------------------------
 
     def create_hook(self, token: str | None, metadata: Any, *, is_webhook: bool) -> HookState:
-        """Issue a hook command (id: :mod:`._sites`); the token is the recorded one on replay."""
+        """Issue a hook command (id: :mod:`._sites`); the token is the recorded one on replay.
+
+        A chosen token the World would refuse is refused here, at the call in the
+        workflow (:class:`~durasim.worlds.InvalidRequest` naming the rule): retrying
+        the delivery could never make it valid.
+        """
+        if token is not None:
+            what = "create_webhook(token=...)" if is_webhook else "create_hook(token=...)"
+            check_token(token, field=what)
         correlation_id = self._next_id("hook" if self._legacy_ids else hook_stem(token))
         token_given = token is not None
         if token is None:
@@ -492,6 +500,8 @@ class Replay:
 
     def cancel(self, token_id: str, reason: str) -> None:
         """Journal the cancellation of ``token_id`` (once) as an ``attr_set``."""
+        low, high = STRING_LIMITS["attribute value"]
+        check_text(reason, field="CancellationToken.cancel(reason)", min_chars=low, max_chars=high)
         if token_id in self.cancellations:
             return
         self.cancellations[token_id] = reason

@@ -75,6 +75,11 @@ class Worker:
         deployment: str | None = None,
         serve_all: bool = False,
     ) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(
+                f"concurrency={concurrency!r}: a worker runs at least 1 delivery at once; "
+                "pass an int of 1 or more"
+            )
         policy = LeasePolicy.of(lease_seconds, renew_every, warn_blocked_after=warn_blocked_after)
         if deployment is not None:
             check_deployment_id(deployment)
@@ -144,7 +149,8 @@ class Worker:
                 slots.release()
 
         while not stop.is_set():
-            await slots.acquire()
+            if not await _slot(slots, stop):
+                break
             delivery = await self._claim()
             if delivery is None:
                 slots.release()
@@ -252,3 +258,26 @@ async def apply_settlement(world: World, delivery: Delivery, settlement: Settlem
             await world.queue.release(delivery, delay=settlement.release_after)
     except WorldError as exc:
         log.info("message %s could not be settled (%s)", delivery.message_id, exc)
+
+
+async def _slot(slots: asyncio.Semaphore, stop: asyncio.Event) -> bool:
+    """Take a delivery slot, or give up once ``stop`` is set (SIGTERM while every slot is busy)."""
+    if not slots.locked():
+        await slots.acquire()
+        return True
+    acquire = asyncio.ensure_future(slots.acquire())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({acquire, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if not acquire.done():
+        acquire.cancel()
+    try:
+        await acquire
+    except asyncio.CancelledError:
+        return False
+    if stop.is_set():
+        slots.release()
+        return False
+    return True

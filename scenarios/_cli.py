@@ -29,7 +29,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -49,6 +48,7 @@ from durasim.worlds import (
     World,
 )
 
+from . import _cli_args as arg
 from ._cli_conformance import add_conformance_arguments, cmd_conformance, cmd_demo
 from ._cli_runs import cmd_cancel, cmd_check_log, cmd_inspect, cmd_run, cmd_worker
 from ._cli_versions import (
@@ -170,45 +170,65 @@ def _manifest(path: Path) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``durasim`` console script."""
-    parser = argparse.ArgumentParser(prog="durasim", description="durasim command line")
+    parser = arg.Parser(prog="durasim", description="durasim command line")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run, explore and check conformance: the main job")
-    demo.add_argument("--db", type=Path, default=None, help="journal one run in this World file")
-    demo.add_argument("--examples", type=int, default=50, help="schedules per search")
+    demo.add_argument(
+        "--db", type=arg.path, default=None, help="journal one run in this World file"
+    )
+    demo.add_argument(
+        "--examples",
+        type=arg.count(1, 1_000_000, "a number of schedules"),
+        default=50,
+        help="schedules per search",
+    )
     add_conformance_arguments(
         sub.add_parser("conformance", help="check a World factory against the contract")
     )
     log = sub.add_parser("log", help="list runs, or print one run's log")
-    log.add_argument("path", type=Path, help="SQLite World file")
-    log.add_argument("run_id", nargs="?", help="the run whose log to print")
+    log.add_argument("path", type=arg.path, help="SQLite World file")
+    log.add_argument("run_id", nargs="?", type=arg.run_id, help="the run whose log to print")
     manifest = sub.add_parser(
         "manifest", help="print the workflows, steps and serializable classes under PATH"
     )
-    manifest.add_argument("path", type=Path, help="a .py file, a package or a folder")
+    manifest.add_argument("path", type=arg.path, help="a .py file, a package or a folder")
     runp = sub.add_parser("run", help="run a workflow to its end and print its result")
     runp.add_argument(
         "target",
+        type=arg.text,
         help="module:workflow or path/to/file.py:workflow (a file below the current "
         "directory is imported as pkg.mod, the name a worker imports)",
     )
-    runp.add_argument("args", nargs="*", help="workflow arguments (JSON, else strings)")
-    runp.add_argument("--world", default=None, help=WORLD_HELP)
-    runp.add_argument("--run-id", default=None, help="a run id (makes the start idempotent)")
+    runp.add_argument(
+        "args", nargs="*", type=arg.text, help="workflow arguments (JSON, else strings)"
+    )
+    runp.add_argument("--world", type=arg.world, default=None, help=WORLD_HELP)
+    runp.add_argument(
+        "--run-id", type=arg.run_id, default=None, help="a run id (makes the start idempotent)"
+    )
     workerp = sub.add_parser("worker", help="serve a World until SIGTERM")
     workerp.add_argument(
-        "modules", nargs="*", help="modules that define the workflows (pkg.mod or pkg/mod.py)"
+        "modules",
+        nargs="*",
+        type=arg.text,
+        help="modules that define the workflows (pkg.mod or pkg/mod.py)",
     )
-    workerp.add_argument("--world", default=None, help=WORLD_HELP)
-    workerp.add_argument("--concurrency", type=int, default=4, help="deliveries at once")
+    workerp.add_argument("--world", type=arg.world, default=None, help=WORLD_HELP)
+    workerp.add_argument(
+        "--concurrency",
+        type=arg.count(1, arg.MAX_CONCURRENCY, "a number of deliveries"),
+        default=4,
+        help=f"deliveries at once (1..{arg.MAX_CONCURRENCY})",
+    )
     workerp.add_argument(
         "--lease-seconds",
-        type=float,
+        type=arg.seconds,
         default=None,
         help="a dead worker's runs move to another worker after this long (default 5)",
     )
     workerp.add_argument(
         "--renew-every",
-        type=float,
+        type=arg.seconds,
         default=None,
         help="seconds between lease renewals, less than the lease (default 1, or lease/3)",
     )
@@ -224,17 +244,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     inspectp = sub.add_parser("inspect", help="show runs, one run, or one run's events")
     inspectp.add_argument("what", choices=["runs", "run", "events"])
-    inspectp.add_argument("run_id", nargs="?", help="the run (for run and events)")
-    inspectp.add_argument("--world", default=None, help=WORLD_HELP)
+    inspectp.add_argument("run_id", nargs="?", type=arg.run_id, help="the run (for run and events)")
+    inspectp.add_argument("--world", type=arg.world, default=None, help=WORLD_HELP)
     inspectp.add_argument("--json", action="store_true", help="machine-readable output")
     checkp = sub.add_parser(
         "check-log", help="check exported logs (inspect events ID --json) against every invariant"
     )
-    checkp.add_argument("path", type=Path, help="a .jsonl file or a directory of them")
+    checkp.add_argument("path", type=arg.path, help="a .jsonl file or a directory of them")
     cancelp = sub.add_parser("cancel", help="cancel a pending or running run (and its children)")
-    cancelp.add_argument("run_id", help="the run to cancel")
-    cancelp.add_argument("--reason", default=None, help="why (recorded in the log)")
-    cancelp.add_argument("--world", default=None, help=WORLD_HELP)
+    cancelp.add_argument("run_id", type=arg.run_id, help="the run to cancel")
+    cancelp.add_argument(
+        "--reason", type=arg.reason, default=None, help="why (recorded in the log)"
+    )
+    cancelp.add_argument("--world", type=arg.world, default=None, help=WORLD_HELP)
     add_replay_test_arguments(
         sub.add_parser(
             "replay-test", help="replay recorded histories on the current code (upgrade test)"
@@ -246,13 +268,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     )
     reprop = sub.add_parser("reproduce", help="replay an exploration's seed; verdict and trace")
-    reprop.add_argument("seed", help="the durasim:v1:... seed explore() printed")
+    reprop.add_argument("seed", type=arg.text, help="the durasim:v1:... seed explore() printed")
     reprop.add_argument(
         "--import",
         dest="imports",
         action="append",
         default=[],
         metavar="MODULE",
+        type=arg.text,
         help="import MODULE first (repeatable)",
     )
     reprop.add_argument("--no-trace", action="store_true", help="print the verdict only")

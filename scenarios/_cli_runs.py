@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from durasim.checkers import check_logs, event_to_json, load_logs
+from durasim.checkers import LogFileError, check_logs, event_to_json, load_logs
 from durasim.runtime import Run, Worker, WorkflowFailed, get_run, start
 from durasim.runtime.lowlevel import (
     PATCH_ATTR,
@@ -106,11 +106,16 @@ def _load_outside(where: str, path: Path) -> Any:
 def parse_args(values: Sequence[str]) -> list[Any]:
     """Workflow arguments from the command line: JSON where it parses, else strings."""
     parsed: list[Any] = []
-    for value in values:
+    for number, value in enumerate(values, 1):
         try:
             parsed.append(json.loads(value))
         except ValueError:
             parsed.append(value)
+        except RecursionError:
+            raise DurasimError(
+                f"workflow argument {number} nests too deeply to be read as JSON: pass a "
+                "flatter value"
+            ) from None
     return parsed
 
 
@@ -294,9 +299,22 @@ async def cmd_cancel(run_id: str, *, reason: str | None, world_path: str | None)
     return 0
 
 
+_EXPORT_HINT = "export logs with `durasim inspect events RUN_ID --json > FILE.jsonl`"
+
+
 def cmd_check_log(path: Path) -> int:
     """Check exported logs offline: 0 when every rule holds, 1 when one is broken."""
-    logs = load_logs(path)
+    try:
+        logs = load_logs(path)
+    except LogFileError as exc:
+        for line in exc.problems or (str(exc),):
+            print(line, file=sys.stderr)
+        if exc.problems:
+            print(
+                f"durasim check-log: {len(exc.problems)} bad line(s); {_EXPORT_HINT}",
+                file=sys.stderr,
+            )
+        return 1
     report = check_logs(logs)
     print(report.render())
     return 0 if report.ok else 1
