@@ -219,16 +219,11 @@ def timeline_from_log(
     spans: list[TimelineSpan] = []
     marks: list[TimelineMark] = []
     start = events[0].created_at if events else None
-    names: dict[str, str] = {}
     for index, event in enumerate(events):
         key = event.correlation_id or ""
         if key and key not in lanes:
             kind = _lane_kind(event)
-            name = event.data.get("step_name")
-            short = str(name).rsplit("//", 1)[-1] if name else key
-            names[key] = short if short == key.split("#", 1)[0] else key
-            label = f"{kind} {key}" if names[key] == key else f"{kind} {names[key]} ({key})"
-            lanes[key] = TimelineLane(key=key, label=label, kind=kind)
+            lanes[key] = TimelineLane(key=key, label=f"{kind} {key.rsplit('//', 1)[-1]}", kind=kind)
         if key and key not in opened:
             opened[key] = index
         status = "failed" if event.type in _FAILED else "retry" if event.type in _RETRY else "ok"
@@ -323,7 +318,13 @@ def _verdicts(
 
 def describe_event(event: Event, payloads: RunPayloads, start: datetime | None) -> str:
     """An event as lines of text: position, type, entity, time and each field decoded."""
-    lines = [f"#{event.seq} {event.type.value}" + (" (in band)" if event.in_band else "")]
+    head = f"#{event.seq} {event.type.value}" + (" (in band)" if event.in_band else "")
+    shown = [
+        f"{name}={_value(value, payloads).partition(chr(10))[0]}"
+        for name, value in event.data.items()
+        if value is not None and not isinstance(value, datetime)
+    ]
+    lines = [clip(" ".join([head, *shown]), 160)]
     if event.correlation_id:
         lines.append(f"entity: {event.correlation_id}")
     lines.append(f"at: {event.created_at.isoformat()}")

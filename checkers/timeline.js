@@ -93,7 +93,7 @@
     });
     var labelWidth = 12 + 7 * Math.min(40, Math.max.apply(null, used.map(function (l) { return lanes[l][0].length; })));
     var step = Math.max(8, Math.min(28, 1100 / ids.length)), top = 34, height = 22;
-    var width = labelWidth + step * ids.length + 20, total = top + height * used.length + 8;
+    var width = labelWidth + step * ids.length + 90, total = top + height * used.length + 8;
     var root = svg("svg", { width: width, height: total, role: "img", "aria-label": "timeline" });
     var column = {};
     ids.forEach(function (i, k) { column[i] = k; });
