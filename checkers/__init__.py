@@ -68,7 +68,7 @@ from ._timeline import (
     TimelineVerdict,
     timeline_from_log,
 )
-from ._timeline_html import render_timeline_html
+from ._timeline_html import PAGE_SIZE, render_timeline_html
 from ._timeline_sim import timeline_from_sim
 
 __all__ = [
@@ -82,6 +82,7 @@ __all__ = [
     "FRESH_TZ",
     "MAX_DETAIL",
     "MAX_MARKS",
+    "PAGE_SIZE",
     "RULES",
     "VERDICTS",
     "Anomaly",

@@ -35,9 +35,7 @@ async def write_run_html(world: World, run_id: str, path: Path) -> int:
 async def cmd_inspect_html(run_id: str | None, *, world_path: str | None, html: Path) -> int:
     """``durasim inspect run ID --html FILE``."""
     if run_id is None:
-        raise DurasimError(
-            "durasim inspect run --html FILE needs a run id: inspect run ID --html FILE"
-        )
+        raise DurasimError("--html needs a run id: durasim inspect run ID --html FILE")
     world = await open_world(world_path, must_exist=True)
     try:
         count = await write_run_html(world, run_id, html)
