@@ -319,12 +319,12 @@ def _verdicts(
 def describe_event(event: Event, payloads: RunPayloads, start: datetime | None) -> str:
     """An event as lines of text: position, type, entity, time and each field decoded."""
     head = f"#{event.seq} {event.type.value}" + (" (in band)" if event.in_band else "")
-    shown = [
+    fields = [
         f"{name}={_value(value, payloads).partition(chr(10))[0]}"
         for name, value in event.data.items()
         if value is not None and not isinstance(value, datetime)
     ]
-    lines = [clip(" ".join([head, *shown]), 160)]
+    lines = [clip(" ".join([head, *fields]), 160)]
     if event.correlation_id:
         lines.append(f"entity: {event.correlation_id}")
     lines.append(f"at: {event.created_at.isoformat()}")

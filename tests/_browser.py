@@ -48,7 +48,7 @@ def _flags(profile: Path) -> list[str]:
 
 def dump_dom(page: Path, profile: Path) -> str:
     """The page's DOM, serialized after its script ran."""
-    done = subprocess.run(  # noqa: S603 -- the browser found above, a file of the test
+    done = subprocess.run(
         [chromium(), *_flags(profile), "--dump-dom", page.resolve().as_uri()],
         capture_output=True,
         text=True,
@@ -57,27 +57,6 @@ def dump_dom(page: Path, profile: Path) -> str:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
-
-
-def screenshot(
-    page: Path, png: Path, profile: Path, *, width: int = 1400, height: int = 1000
-) -> None:
-    """Save a screenshot of ``page`` (after its script ran) to ``png``."""
-    done = subprocess.run(  # noqa: S603 -- the browser found above, a file of the caller
-        [
-            chromium(),
-            *_flags(profile),
-            "--hide-scrollbars",
-            f"--window-size={width},{height}",
-            f"--screenshot={png.resolve()}",
-            page.resolve().as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0 and png.exists(), done.stderr[-2000:]
 
 
 class Dom(HTMLParser):
