@@ -138,6 +138,11 @@ style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
 <button type="button" id="next">later &rarr;</button>
 <input id="filter" type="search" placeholder="filter: lane, kind, text">
 </nav>
+<p class="legend"><span class="key event"></span>event committed \
+<span class="key call"></span>World call <span class="key sim"></span>delivery, fault, note \
+<span class="key failed"></span>failed or refused <span class="key retry"></span>retrying \
+<span class="key ring"></span>failure point &middot; bars: a step, hook or wait from start \
+to end &middot; the axis is the order things happened in, labelled with their time</p>
 <div id="chart"></div>
 <table id="marks">
 <thead><tr><th>#</th><th>time</th><th>lane</th><th>what</th><th>detail</th></tr></thead>
