@@ -14,6 +14,7 @@ nothing.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -169,14 +170,24 @@ def positions_named(text: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(int(n) for n in _POSITION.findall(text)))
 
 
-def bounded(marks: list[TimelineMark], limit: int = MAX_MARKS) -> tuple[list[TimelineMark], int]:
-    """At most ``limit`` marks (first and last halves, and every failure), reindexed;
-    how many were left out."""
+def bounded(
+    marks: list[TimelineMark], spans: Sequence[TimelineSpan] = (), *, limit: int = MAX_MARKS
+) -> tuple[list[TimelineMark], list[TimelineSpan], int]:
+    """The first and last ``limit // 2`` marks and every failure mark between them,
+    reindexed; the spans moved onto the kept marks; how many marks were left out."""
     if len(marks) <= limit:
-        return marks, 0
+        return marks, list(spans), 0
     half = limit // 2
     kept = marks[:half] + [m for m in marks[half:-half] if m.failure] + marks[-half:]
-    return [attrs.evolve(m, index=i) for i, m in enumerate(kept)], len(marks) - len(kept)
+    old = [m.index for m in kept]
+    moved = []
+    for span in spans:
+        start = bisect.bisect_left(old, span.start)  # the first kept mark at or after it
+        end = bisect.bisect_right(old, span.end) - 1  # the last kept mark at or before it
+        if start <= end:
+            moved.append(attrs.evolve(span, start=start, end=end))
+    reindexed = [attrs.evolve(m, index=i) for i, m in enumerate(kept)]
+    return reindexed, moved, len(marks) - len(kept)
 
 
 # -- from a run's event log -----------------------------------------------------------
@@ -253,7 +264,7 @@ def timeline_from_log(
     verdicts = _verdicts(events, payloads, report)
     wanted = {s for v in verdicts for s in v.seqs}
     marks = [attrs.evolve(m, failure=True) if m.seq in wanted else m for m in marks]
-    marks, left_out = bounded(marks)
+    marks, spans, left_out = bounded(marks, spans)
     head = [("run", run_id), ("status", _run_status(events)), ("events", str(len(events)))]
     workflow = events[0].data.get("workflow_name") if events else None
     if workflow:

@@ -97,7 +97,7 @@ def timeline_from_sim(
     marks = builder.marks
     failed = _failure_marks(verdicts, marks, event_marks, line_marks, logs)
     marks = [attrs.evolve(m, failure=True) if m.index in failed else m for m in marks]
-    kept, left_out = bounded(marks)
+    kept, _, left_out = bounded(marks)
     return Timeline(
         title=title,
         summary=tuple(summary),

@@ -128,6 +128,14 @@ def test_a_huge_log_is_bounded_and_keeps_its_failure() -> None:
     assert timeline.left_out == len(log) - MAX_MARKS
     assert [m.label for m in timeline.failures] == ["step_failed", "run_failed"]
     assert [m.index for m in timeline.marks] == list(range(MAX_MARKS))
+    # The spans moved with their marks: the run's from the first to the last; the
+    # step started again and again (the filler) from the sixth mark to the end.
+    run_span = next(s for s in timeline.spans if s.lane == "")
+    assert (run_span.start, run_span.end) == (0, MAX_MARKS - 1)
+    charge = [(s.start, s.end, s.status) for s in timeline.spans if s.lane == log[2].correlation_id]
+    assert charge == [(2, 4, "completed"), (5, MAX_MARKS - 1, "running")]
+    ship = next(s for s in timeline.spans if s.lane == log[-2].correlation_id)
+    assert timeline.marks[ship.start].label == "step_failed"
     page = render_timeline_html(timeline)
     assert f"{timeline.left_out} marks in the middle were left out" in page
     assert len(page) < 8_000_000
