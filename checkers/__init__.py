@@ -16,6 +16,9 @@
   from several instances of the World at once, whose history must be
   linearizable against the reference (:func:`check_linearizable`); an anomaly
   is named (:data:`ANOMALIES`) and shrunk to a minimal witness.
+* :class:`Timeline`: what a run's log (:func:`timeline_from_log`) or a simulation
+  (:func:`timeline_from_sim`) did, lane by lane, with its failure highlighted;
+  :func:`render_timeline_html` draws it as one self-contained HTML page.
 * :func:`check_crashes`: kills a durable World inside its calls (SIGKILL of a
   child process, or a cancelled task), reopens it and checks that everything
   acknowledged is there, nothing is half-applied and no position is reused.
@@ -64,6 +67,18 @@ from ._model import WorldModel
 from ._model_run import WorldModelFailure, run_world_model, world_model_for
 from ._oracle import VERDICTS, ReplayVerdict, verify_replay, verify_replay_log
 from ._rules import RULES
+from ._timeline import (
+    MAX_DETAIL,
+    MAX_MARKS,
+    Timeline,
+    TimelineLane,
+    TimelineMark,
+    TimelineSpan,
+    TimelineVerdict,
+    timeline_from_log,
+)
+from ._timeline_html import PAGE_SIZE, render_timeline_html
+from ._timeline_sim import timeline_from_sim
 
 __all__ = [
     "ANOMALIES",
@@ -74,6 +89,9 @@ __all__ = [
     "DEFAULT_CRASH_TRIALS",
     "FRESH_ENV_VAR",
     "FRESH_TZ",
+    "MAX_DETAIL",
+    "MAX_MARKS",
+    "PAGE_SIZE",
     "RULES",
     "VERDICTS",
     "Anomaly",
@@ -93,6 +111,11 @@ __all__ = [
     "ReplayVerdict",
     "Report",
     "StoredRun",
+    "Timeline",
+    "TimelineLane",
+    "TimelineMark",
+    "TimelineSpan",
+    "TimelineVerdict",
     "Violation",
     "WorldModel",
     "WorldModelFailure",
@@ -114,6 +137,7 @@ __all__ = [
     "migrate_run",
     "name_anomaly",
     "read_anomalies",
+    "render_timeline_html",
     "replay_histories",
     "replay_history",
     "replay_in_fresh_process",
@@ -121,6 +145,8 @@ __all__ = [
     "run_concurrency",
     "run_world_model",
     "start_replay_server",
+    "timeline_from_log",
+    "timeline_from_sim",
     "verify_replay",
     "verify_replay_log",
     "world_model_for",

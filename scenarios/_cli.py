@@ -10,6 +10,8 @@
   directory first, or files as above) and serve the World until SIGTERM/SIGINT
   (graceful: in-flight deliveries finish);
 * ``durasim inspect runs | run ID | events ID [--json]``: what the World holds;
+  ``durasim inspect run ID --html FILE`` writes the run's timeline page
+  (docs/timeline.md);
 
 * ``durasim demo``: the main job end to end: run an example workflow on the
   embedded SQLite World, explore it under faults, check the SQLite World's
@@ -24,7 +26,8 @@
 * ``durasim manifest PATH``: import the modules under PATH and print the JSON
   manifest of their workflows, steps and serializable classes;
 * ``durasim reproduce SEED [--import MODULE]``: replay the execution an
-  exploration's seed encodes; print its verdict and trace.
+  exploration's seed encodes; print its verdict and trace (``--html FILE``:
+  and write its timeline page).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ from ._cli_versions import (
     cmd_replay_test,
 )
 from ._reproduce import cmd_reproduce
+from ._timeline_run import cmd_inspect_html
 
 __all__ = ["main"]
 
@@ -247,6 +251,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     inspectp.add_argument("run_id", nargs="?", type=arg.run_id, help="the run (for run and events)")
     inspectp.add_argument("--world", type=arg.world, default=None, help=WORLD_HELP)
     inspectp.add_argument("--json", action="store_true", help="machine-readable output")
+    inspectp.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="inspect run ID: write the run's timeline as one self-contained HTML page",
+    )
     checkp = sub.add_parser(
         "check-log", help="check exported logs (inspect events ID --json) against every invariant"
     )
@@ -279,6 +290,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="import MODULE first (repeatable)",
     )
     reprop.add_argument("--no-trace", action="store_true", help="print the verdict only")
+    reprop.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the execution's timeline as one self-contained HTML page",
+    )
     args = parser.parse_args(argv)
     if args.command == "worker":
         try:
@@ -291,7 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             except DeploymentError as exc:
                 workerp.error(str(exc))
     if args.command == "reproduce":
-        return cmd_reproduce(args.seed, imports=args.imports, trace=not args.no_trace)
+        return cmd_reproduce(
+            args.seed, imports=args.imports, trace=not args.no_trace, html=args.html
+        )
     if args.command == "manifest":
         return _manifest(args.path)
     if args.command == "conformance":
@@ -315,6 +335,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     serve_all=args.serve_all,
                 )
             )
+        if args.command == "inspect" and args.html is not None:
+            if args.what != "run":
+                inspectp.error("--html draws one run: durasim inspect run ID --html FILE")
+            return asyncio.run(cmd_inspect_html(args.run_id, world_path=args.world, html=args.html))
         if args.command == "inspect":
             return asyncio.run(
                 cmd_inspect(args.what, args.run_id, world_path=args.world, as_json=args.json)

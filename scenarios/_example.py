@@ -146,6 +146,7 @@ def run_example(
     max_wall_seconds: float = 60.0,
     observe: Callable[[Sim], Any] | None = None,
     judge: bool = True,
+    created: Callable[[Sim], object] | None = None,
 ) -> ExampleReport:
     """Run one example and judge it (see the module docstring).
 
@@ -164,10 +165,14 @@ def run_example(
             judging); awaited if it returns an awaitable.
         judge: check invariants, replay and the property (without: only ``stuck``
             and ``error`` can fail the example).
+        created: called with the simulation as soon as it is made (even one that
+            then fails): ``reproduce`` keeps it to draw its timeline.
     """
     if setup is not None:
         setup()
     sim = _make_sim(config, choices, world_factory, max_wall_seconds)
+    if created is not None:
+        created(sim)
     failures: list[tuple[str, str]] = []
     outcome: RunOutcome | None = None
     agreed: list[list[Event]] = []

@@ -41,6 +41,7 @@ from ._handles import DeferredCommit, Hold, WriterHandle
 from ._points import EXTERNAL, ORCHESTRATOR, STEP, Match, Point, Writer, WriterPattern
 from ._reports import IdleReport, RunOutcome, SimSnapshot, StallReport, find_stalls, take_snapshot
 from ._scheduler import Scheduler
+from ._trace import TraceEntry
 from ._watchdog import WallGuard, grace_after
 from ._world import Actor, SimWorld
 
@@ -533,6 +534,16 @@ class Sim:
     def trace_text(self) -> str:
         """The trace as text (stable for golden files)."""
         return self._core.trace.text()
+
+    @property
+    def trace_entries(self) -> list[TraceEntry]:
+        """The trace as values (what the timeline page draws), oldest first."""
+        return self._core.trace.entries
+
+    @property
+    def points(self) -> list[Point]:
+        """Every interception point passed so far (two per World call), in order."""
+        return self._core.history
 
     @property
     def trace_hash(self) -> str:
