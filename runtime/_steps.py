@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,9 +38,11 @@ from ._leases import running_steps
 from ._metadata import STEP_METADATA, WORKFLOW_METADATA, StepMetadata, WorkflowMetadata
 from ._payloads import RunPayloads, decode_payload
 from ._step_threads import run_in_step_thread
-from .serialization import FatalError, RetryableError, SerializationError, serialize
+from .serialization import FatalError, RetryableError, SerializationError, format_error, serialize
 
 __all__ = ["StepOutcome", "backoff", "execute_step", "exhausted"]
+
+log = logging.getLogger("durasim.runtime")
 
 #: Back-off before attempt n+1 after a plain failure of attempt n: 1 s, 2 s, 4 s ... 5 min.
 _BACKOFF_BASE = 1.0
@@ -100,7 +103,8 @@ async def execute_step(
         closure = payload.get("closure") or {}
         fn = with_closure(definition.fn, closure) if closure else definition.fn
     except (SerializationError, KeyError, TypeError) as exc:
-        return _failed(correlation_id, FatalError(f"step input cannot be decoded: {exc}"))
+        error = FatalError(f"step input cannot be decoded: {exc}")
+        return _failed(correlation_id, error, _Attempt(definition, workflow.run_id, attempt))
     step_token = STEP_METADATA.set(
         StepMetadata(
             run_id=workflow.run_id,
@@ -129,13 +133,14 @@ async def execute_step(
             finally:
                 running.remove(entry)
     except FatalError as exc:
-        return _failed(correlation_id, exc)
+        return _failed(correlation_id, exc, _Attempt(definition, workflow.run_id, attempt))
     except asyncio.CancelledError:
         raise  # the delivery is cancelled: not the step's outcome
     except BaseException as exc:  # any user error is an outcome, never a crash
         if passes_through(exc):  # an interrupt of the host (the simulator's watchdog)
             raise
-        return _retry_or_fail(definition, correlation_id, exc, attempt=attempt, now=now)
+        where = _Attempt(definition, workflow.run_id, attempt)
+        return _retry_or_fail(definition, correlation_id, exc, where=where, now=now)
     finally:
         STEP_METADATA.reset(step_token)
         WORKFLOW_METADATA.reset(workflow_token)
@@ -146,24 +151,87 @@ async def execute_step(
         else:  # a result made from the input refers to it (a grown history: a delta)
             data = payloads.encode_result(result, root=root)
     except SerializationError as exc:
-        return _failed(correlation_id, exc)
+        return _failed(correlation_id, exc, _Attempt(definition, workflow.run_id, attempt))
     return StepOutcome(EventRequest.of("step_completed", correlation_id, result=data))
 
 
-def _failed(correlation_id: str, error: BaseException) -> StepOutcome:
+@attrs.frozen
+class _Attempt:
+    """Which attempt of which step of which run ended: the fields of its log record."""
+
+    definition: StepDef
+    run_id: str
+    attempt: int
+
+
+def _log_attempt(
+    where: _Attempt,
+    correlation_id: str,
+    error: BaseException,
+    retry_at: datetime | None,
+    now: datetime,
+) -> None:
+    """One record per failed attempt: the run, the step, the attempt, the delay, the traceback."""
+    if not log.isEnabledFor(logging.WARNING):
+        return
+    name = where.definition.name
+    fields = {
+        "run_id": where.run_id,
+        "step": name,
+        "step_id": correlation_id,
+        "attempt": where.attempt,
+    }
+    if retry_at is None:
+        log.error(
+            "run %s: step %s (%s) failed on attempt %d; no retry left\n%s",
+            where.run_id,
+            name,
+            correlation_id,
+            where.attempt,
+            format_error(error).rstrip(),
+            extra={**fields, "outcome": "failed"},
+        )
+        return
+    delay = max(0.0, (retry_at - now).total_seconds())
+    log.warning(
+        "run %s: step %s (%s) attempt %d failed (%s: %s); retry %d in %.3g s\n%s",
+        where.run_id,
+        name,
+        correlation_id,
+        where.attempt,
+        type(error).__name__,
+        error,
+        where.attempt + 1,
+        delay,
+        format_error(error).rstrip(),
+        extra={**fields, "outcome": "retrying", "retry_in": delay},
+    )
+
+
+def _failed(
+    correlation_id: str, error: BaseException, where: _Attempt | None = None
+) -> StepOutcome:
+    if where is not None:
+        _log_attempt(where, correlation_id, error, None, datetime.min)
     return StepOutcome(
         EventRequest.of("step_failed", correlation_id, error=_error_bytes(error)), error
     )
 
 
 def _retry_or_fail(
-    definition: StepDef, correlation_id: str, error: BaseException, *, attempt: int, now: datetime
+    definition: StepDef,
+    correlation_id: str,
+    error: BaseException,
+    *,
+    where: _Attempt,
+    now: datetime,
 ) -> StepOutcome:
-    if attempt > definition.max_retries:
-        return _failed(correlation_id, error)
-    retry_after = now + backoff(attempt)
+    if where.attempt > definition.max_retries:
+        return _failed(correlation_id, error, where)
+    retry_after = now + backoff(where.attempt)
     if isinstance(error, RetryableError) and error.retry_after is not None:
         retry_after = _absolute(error.retry_after, now)
+    _log_attempt(where, correlation_id, error, retry_after, now)
     return StepOutcome(
         EventRequest.of(
             "step_retrying", correlation_id, error=_error_bytes(error), retry_after=retry_after

@@ -60,6 +60,7 @@ from ._wake import (
     parse_message,
     wake_message,
 )
+from ._webhooks import webhook_path
 from ._worker import apply_settlement
 
 __all__ = [
@@ -101,6 +102,7 @@ __all__ = [
     "step_definition",
     "wake_message",
     "wall_monotonic",
+    "webhook_path",
     "workflow_definition",
 ]
 

@@ -9,7 +9,8 @@
 * ``durasim worker [MODULE...]``: import the modules (dotted names, from the current
   directory first, or files as above) and serve the World until SIGTERM/SIGINT
   (graceful: in-flight deliveries finish);
-* ``durasim inspect runs | run ID | events ID [--json]``: what the World holds;
+* ``durasim inspect runs [--status S] [--workflow W] [--since T] [--limit N] | run ID |
+  events ID [--json]``: what the World holds, with times, payloads decoded;
 
 * ``durasim demo``: the main job end to end: run an example workflow on the
   embedded SQLite World, explore it under faults, check the SQLite World's
@@ -49,7 +50,8 @@ from durasim.worlds import (
 )
 
 from ._cli_conformance import add_conformance_arguments, cmd_conformance, cmd_demo
-from ._cli_runs import cmd_cancel, cmd_check_log, cmd_inspect, cmd_run, cmd_worker
+from ._cli_inspect import cmd_inspect
+from ._cli_runs import cmd_cancel, cmd_check_log, cmd_run, cmd_worker
 from ._reproduce import cmd_reproduce
 
 __all__ = ["main"]
@@ -205,11 +207,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="seconds between lease renewals, less than the lease (default 1, or lease/3)",
     )
+    workerp.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="stderr as text lines or JSON objects with run_id, step, attempt fields",
+    )
     inspectp = sub.add_parser("inspect", help="show runs, one run, or one run's events")
     inspectp.add_argument("what", choices=["runs", "run", "events"])
     inspectp.add_argument("run_id", nargs="?", help="the run (for run and events)")
     inspectp.add_argument("--world", default=None, help=WORLD_HELP)
-    inspectp.add_argument("--json", action="store_true", help="machine-readable output")
+    inspectp.add_argument(
+        "--json", action="store_true", help="machine-readable output, payloads decoded"
+    )
+    inspectp.add_argument(
+        "--status",
+        action="append",
+        default=[],
+        help="runs: only this status (repeatable: pending running completed failed cancelled)",
+    )
+    inspectp.add_argument(
+        "--workflow", default=None, help="runs: only this workflow (its id or its name)"
+    )
+    inspectp.add_argument(
+        "--since", default=None, help="runs: created since an ISO time or an age (15m, 2h, 3d)"
+    )
+    inspectp.add_argument("--limit", type=int, default=None, help="runs: at most this many")
+    inspectp.add_argument(
+        "--webhook-base",
+        default="",
+        help="run: the URL the webhook app is mounted at, to show each webhook's full URL",
+    )
     checkp = sub.add_parser(
         "check-log", help="check exported logs (inspect events ID --json) against every invariant"
     )
@@ -256,11 +284,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                     concurrency=args.concurrency,
                     lease_seconds=args.lease_seconds,
                     renew_every=args.renew_every,
+                    log_format=args.log_format,
                 )
             )
         if args.command == "inspect":
             return asyncio.run(
-                cmd_inspect(args.what, args.run_id, world_path=args.world, as_json=args.json)
+                cmd_inspect(
+                    args.what,
+                    args.run_id,
+                    world_path=args.world,
+                    as_json=args.json,
+                    statuses=args.status,
+                    workflow=args.workflow,
+                    since=args.since,
+                    limit=args.limit,
+                    webhook_base=args.webhook_base,
+                )
             )
         if args.command == "check-log":
             return cmd_check_log(args.path)
