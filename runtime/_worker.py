@@ -17,7 +17,7 @@ import asyncio
 import collections
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from durasim.worlds import Delivery, World, WorldError
 
@@ -35,6 +35,8 @@ __all__ = ["REPORTS_KEPT", "Worker", "apply_settlement"]
 REPORTS_KEPT = 1000
 
 log = logging.getLogger("durasim.runtime")
+
+R = TypeVar("R")
 
 
 class Worker:
@@ -99,7 +101,7 @@ class Worker:
             count += 1
         return count
 
-    async def run_until_complete(self, run: Run, *, poll: float = 1.0) -> Any:
+    async def run_until_complete(self, run: Run[R], *, poll: float = 1.0) -> R:
         """Serve until ``run`` ends, sleeping (real time) until the next due message.
 
         Returns the run's result or raises its failure, like :meth:`Run.result`.

@@ -234,7 +234,7 @@ class Sim:
 
     async def start(
         self, workflow: Callable[..., Any], *args: Any, run_id: str | None = None, **kwargs: Any
-    ) -> Run:
+    ) -> Run[Any]:
         """Start a run (as an external writer); it is delivered when the scheduler picks it."""
         run = await start(workflow, *args, world=self.world, run_id=run_id, **kwargs)
         self.run_id = run.run_id
