@@ -37,6 +37,7 @@ from ._errors import (
     WorkflowFailed,
     WorkflowSandboxError,
 )
+from ._fork import fork_run, resume_run
 from ._hooks import Hook, HookConflict, create_hook, resume_hook
 from ._leases import LeaseOptionsError, LeasePolicy
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
@@ -97,6 +98,7 @@ __all__ = [
     "create_hook",
     "create_webhook",
     "default_world",
+    "fork_run",
     "get_run",
     "get_step_metadata",
     "get_workflow_metadata",
@@ -104,6 +106,7 @@ __all__ = [
     "now",
     "read_stream",
     "resume_hook",
+    "resume_run",
     "run",
     "serializable",
     "sleep",

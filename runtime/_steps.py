@@ -37,6 +37,7 @@ from ._errors import passes_through
 from ._leases import running_steps
 from ._metadata import STEP_METADATA, WORKFLOW_METADATA, StepMetadata, WorkflowMetadata
 from ._payloads import RunPayloads, decode_payload
+from ._seeds import seeded_result
 from ._step_threads import run_in_step_thread
 from .serialization import FatalError, RetryableError, SerializationError, format_error, serialize
 
@@ -97,6 +98,16 @@ async def execute_step(
     stored in other records of the run, and to write a result that refers to
     the input (see ``_payloads``).
     """
+    if workflow.execution_context is not None:  # a resumed or forked run
+        seeded = seeded_result(workflow.execution_context, correlation_id)
+        if seeded is not None:  # the source run's recorded result, not a new execution
+            log.info(
+                "run %s: step %s reuses the recorded result",
+                workflow.run_id,
+                correlation_id,
+                extra={"run_id": workflow.run_id, "step_id": correlation_id, "attempt": attempt},
+            )
+            return StepOutcome(EventRequest.of("step_completed", correlation_id, result=seeded))
     try:
         payload = decode_payload(input, payloads, record=correlation_id)
         args, kwargs = list(payload["args"]), dict(payload["kwargs"])

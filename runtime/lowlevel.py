@@ -39,6 +39,7 @@ from ._metadata import STEP_METADATA
 from ._modules import importable_name
 from ._payloads import RunPayloads, decode_payload
 from ._queued import run_queued_step
+from ._seeds import seed_source
 from ._settlement import (
     MAX_BACKOFF,
     REQUEUE_DELAY,
@@ -97,6 +98,7 @@ __all__ = [
     "importable_name",
     "parse_message",
     "run_queued_step",
+    "seed_source",
     "settle",
     "settle_step",
     "step_definition",

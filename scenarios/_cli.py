@@ -6,6 +6,10 @@
   result (arguments are JSON where they parse, else strings).  A file below the
   current directory is imported under its dotted name (``pkg/mod.py`` -> ``pkg.mod``),
   the name a worker imports, so both give its workflows one id;
+* ``durasim start MODULE:WORKFLOW [ARGS...]``: start a run and print its id at once;
+* ``durasim resume RUN`` / ``durasim fork RUN --from-step N`` (``--wait`` to serve it
+  here): a new run of the same workflow and input that reuses the recorded step
+  results (all of them / the first N) and runs the rest anew (docs/runtime.md);
 * ``durasim worker [MODULE...]``: import the modules (dotted names, from the current
   directory first, or files as above) and serve the World until SIGTERM/SIGINT
   (graceful: in-flight deliveries finish);
@@ -51,7 +55,7 @@ from durasim.worlds import (
 
 from ._cli_conformance import add_conformance_arguments, cmd_conformance, cmd_demo
 from ._cli_inspect import cmd_inspect
-from ._cli_runs import cmd_cancel, cmd_check_log, cmd_run, cmd_worker
+from ._cli_runs import cmd_cancel, cmd_check_log, cmd_drive, cmd_run, cmd_start, cmd_worker
 from ._reproduce import cmd_reproduce
 
 __all__ = ["main"]
@@ -189,6 +193,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     runp.add_argument("args", nargs="*", help="workflow arguments (JSON, else strings)")
     runp.add_argument("--world", default=None, help=WORLD_HELP)
     runp.add_argument("--run-id", default=None, help="a run id (makes the start idempotent)")
+    startp = sub.add_parser("start", help="start a workflow, print its run id at once")
+    startp.add_argument("target", help="module:workflow or path/to/file.py:workflow")
+    startp.add_argument("args", nargs="*", help="workflow arguments (JSON, else strings)")
+    startp.add_argument("--world", default=None, help=WORLD_HELP)
+    startp.add_argument("--run-id", default=None, help="a run id (makes the start idempotent)")
+    drives = {}
+    for how, text in (
+        ("resume", "continue a failed or cancelled run in a new run from its last recorded step"),
+        ("fork", "a new run of the same workflow and input reusing the first N step results"),
+    ):
+        drivep = sub.add_parser(how, help=text)
+        drivep.add_argument("run_id", help="the source run")
+        if how == "fork":
+            drivep.add_argument(
+                "--from-step", type=int, required=True, help="reuse this many step results"
+            )
+        drivep.add_argument("--world", default=None, help=WORLD_HELP)
+        drivep.add_argument("--run-id", dest="new_run_id", default=None, help="the new run's id")
+        drivep.add_argument(
+            "--import",
+            dest="imports",
+            action="append",
+            default=[],
+            metavar="MODULE",
+            help="import MODULE first (the workflow's, to decode its results; repeatable)",
+        )
+        drivep.add_argument(
+            "--wait", action="store_true", help="serve the new run here until it ends"
+        )
+        drives[how] = drivep
     workerp = sub.add_parser("worker", help="serve a World until SIGTERM")
     workerp.add_argument(
         "modules", nargs="*", help="modules that define the workflows (pkg.mod or pkg/mod.py)"
@@ -275,6 +309,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             return asyncio.run(
                 cmd_run(args.target, args.args, world_path=args.world, run_id=args.run_id)
+            )
+        if args.command == "start":
+            return asyncio.run(
+                cmd_start(args.target, args.args, world_path=args.world, run_id=args.run_id)
+            )
+        if args.command in ("resume", "fork"):
+            return asyncio.run(
+                cmd_drive(
+                    args.command,
+                    args.run_id,
+                    world_path=args.world,
+                    new_run_id=args.new_run_id,
+                    from_step=getattr(args, "from_step", None),
+                    imports=args.imports,
+                    wait=args.wait,
+                )
             )
         if args.command == "worker":
             return asyncio.run(

@@ -20,7 +20,7 @@ import attrs
 
 from durasim.checkers import event_to_json
 from durasim.runtime import get_run
-from durasim.runtime.lowlevel import RunPayloads, decode_payload, webhook_path
+from durasim.runtime.lowlevel import RunPayloads, decode_payload, seed_source, webhook_path
 from durasim.runtime.serialization import format_error
 from durasim.worlds import DurasimError, Event, RunRecord, RunStatus, World
 
@@ -258,6 +258,7 @@ async def run_state(world: World, run_id: str, *, webhook_base: str = "") -> dic
         "error": payload_json(run.error, payloads),
         "error_code": run.error_code,
         "cancel_reason": run.cancel_reason,
+        "seeded_from": seed_source(run.execution_context),
         "steps": step_rows,
         "hooks": hook_rows,
         "waits": wait_rows,
@@ -288,6 +289,12 @@ def render_run(body: dict[str, Any]) -> list[str]:
         + (f"  completed {body['completed_at']}" if body["completed_at"] else ""),
         f"  input: {json.dumps(body['input'])}",
     ]
+    seeded = body.get("seeded_from")
+    if seeded:
+        how = "resume" if "resume" in seeded else "fork"
+        lines.append(
+            f"  a {how} of run {seeded[how]}: reuses its first {seeded['from_step']} step results"
+        )
     waiting = body["waiting_on"]
     if waiting:
         lines.append("  waiting on:")

@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from durasim.checkers import check_logs, load_logs
-from durasim.runtime import DeliveryReport, Worker, WorkflowFailed, get_run, start
+from durasim.runtime import (
+    DeliveryReport,
+    Run,
+    Worker,
+    WorkflowFailed,
+    fork_run,
+    get_run,
+    resume_run,
+    start,
+)
 from durasim.runtime.lowlevel import DeliveryStatus, importable_name, workflow_definition
 from durasim.worlds import DurasimError, World
 
@@ -23,7 +32,7 @@ from ._cli_inspect import error_text, run_state
 from ._cli_logging import cli_logging
 from ._cli_world import open_world
 
-__all__ = ["cmd_run", "cmd_worker", "load_target", "parse_args"]
+__all__ = ["cmd_drive", "cmd_run", "cmd_start", "cmd_worker", "load_target", "parse_args"]
 
 
 def load_target(spec: str) -> Any:
@@ -134,6 +143,74 @@ async def cmd_run(
         return 0
     finally:
         await world.close()
+
+
+async def cmd_start(
+    spec: str, values: Sequence[str], *, world_path: str | None, run_id: str | None
+) -> int:
+    """Start a workflow and return at once: print the run id (a worker serves it)."""
+    target = load_target(spec)
+    workflow_definition(target)
+    world = await open_world(world_path)
+    try:
+        run = await start(target, *parse_args(values), world=world, run_id=run_id)
+    finally:
+        await world.close()
+    print(run.run_id)
+    return 0
+
+
+async def cmd_drive(
+    how: str,
+    run_id: str,
+    *,
+    world_path: str | None,
+    new_run_id: str | None,
+    from_step: int | None = None,
+    imports: Sequence[str] = (),
+    wait: bool = False,
+) -> int:
+    """``resume RUN`` / ``fork RUN --from-step N``: a new run reusing recorded results.
+
+    Prints the new run's id; with ``wait`` serves it here until it ends (like
+    ``durasim run``) and prints its result.
+    """
+    for module in imports:
+        import_module(module)
+    world = await open_world(world_path, must_exist=True)
+    try:
+        _import_workflow_module((await world.runs.get(run_id)).workflow_name)
+        made: Run[Any]
+        if how == "resume":
+            made = await resume_run(world, run_id, new_run_id=new_run_id)
+        else:
+            assert from_step is not None
+            made = await fork_run(world, run_id, from_step=from_step, new_run_id=new_run_id)
+        print(made.run_id)
+        if not wait:
+            return 0
+        try:
+            with cli_logging(summary=True):
+                result = await Worker(world).run_until_complete(made)
+        except WorkflowFailed:
+            print(await failure_text(world, made.run_id), file=sys.stderr)
+            return 1
+        print(json.dumps(result, default=repr, indent=2, sort_keys=True))
+        return 0
+    finally:
+        await world.close()
+
+
+def _import_workflow_module(workflow_id: str) -> None:
+    """Import the module a workflow id names (``workflow//<module>//<name>``), if it can be.
+
+    Its result types decode, and ``--wait`` can run its steps; a module that does not
+    import here (a pinned ``module='shop@2'``) is left to ``--import``.
+    """
+    parts = workflow_id.split("//")
+    if len(parts) == 3 and parts[1].replace(".", "").replace("_", "").isalnum():
+        with contextlib.suppress(DurasimError):
+            import_module(parts[1])
 
 
 async def failure_text(world: World, run_id: str) -> str:
