@@ -42,6 +42,7 @@ from ._hooks import Hook, HookConflict, create_hook, resume_hook
 from ._leases import LeaseOptionsError, LeasePolicy
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
 from ._orchestrator import DeliveryReport, Limits
+from ._otel import TracingUnavailable, disable_tracing, enable_tracing, tracing_enabled
 from ._run import DEFAULT_HOME, default_world, run
 from ._streams import StreamRewriteError, Writable, get_writable, read_stream
 from ._waiting import as_completed, sleep, wait
@@ -84,6 +85,7 @@ __all__ = [
     "StepFunction",
     "StepMetadata",
     "StreamRewriteError",
+    "TracingUnavailable",
     "Webhook",
     "WebhookRequest",
     "Worker",
@@ -98,6 +100,8 @@ __all__ = [
     "create_hook",
     "create_webhook",
     "default_world",
+    "disable_tracing",
+    "enable_tracing",
     "fork_run",
     "get_run",
     "get_step_metadata",
@@ -112,6 +116,7 @@ __all__ = [
     "sleep",
     "start",
     "step",
+    "tracing_enabled",
     "wait",
     "webhook_app",
     "workflow",

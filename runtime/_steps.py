@@ -36,6 +36,7 @@ from ._authoring import StepDef, with_closure
 from ._errors import passes_through
 from ._leases import running_steps
 from ._metadata import STEP_METADATA, WORKFLOW_METADATA, StepMetadata, WorkflowMetadata
+from ._otel import span, tracing_enabled
 from ._payloads import RunPayloads, decode_payload
 from ._seeds import seeded_result
 from ._step_threads import run_in_step_thread
@@ -80,6 +81,52 @@ def exhausted(definition: StepDef, correlation_id: str, attempt: int) -> StepOut
 
 
 async def execute_step(
+    definition: StepDef,
+    correlation_id: str,
+    input: bytes,
+    *,
+    attempt: int,
+    now: datetime,
+    workflow: WorkflowMetadata,
+    sync_in_thread: bool = True,
+    payloads: RunPayloads | None = None,
+) -> StepOutcome:
+    """Run attempt ``attempt`` of a step and say what to record (a span when tracing is on)."""
+    if not tracing_enabled():
+        return await _execute_step(
+            definition,
+            correlation_id,
+            input,
+            attempt=attempt,
+            now=now,
+            workflow=workflow,
+            sync_in_thread=sync_in_thread,
+            payloads=payloads,
+        )
+    with span(
+        f"durasim.step {definition.name}",
+        run_id=workflow.run_id,
+        step_id=correlation_id,
+        step=definition.step_id,
+        attempt=attempt,
+    ) as current:
+        outcome = await _execute_step(
+            definition,
+            correlation_id,
+            input,
+            attempt=attempt,
+            now=now,
+            workflow=workflow,
+            sync_in_thread=sync_in_thread,
+            payloads=payloads,
+        )
+        current.set("durasim.outcome", outcome.request.type.value)
+        if outcome.error is not None:
+            current.failed(outcome.error)
+        return outcome
+
+
+async def _execute_step(
     definition: StepDef,
     correlation_id: str,
     input: bytes,

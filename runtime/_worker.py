@@ -26,6 +26,7 @@ from ._engine import engine_for
 from ._errors import RunNotFinished
 from ._leases import Heartbeat, LeaseKeeper, LeasePolicy
 from ._orchestrator import DeliveryReport, Limits
+from ._otel import span
 from ._settlement import REQUEUE_DELAY, DeliveryStatus, SettleAction, Settlement
 from ._wake import QUEUE_PREFIX, enqueue_wake
 
@@ -170,13 +171,20 @@ class Worker:
     async def _handle(self, delivery: Delivery) -> DeliveryReport | None:
         renew = self._renew(delivery)
         try:
-            handled = await self.engine.handle(
-                delivery.message.queue_name,
-                delivery.payload,
+            with span(
+                "durasim.delivery",
+                run_id=delivery.message.run_id or "",
                 attempt=delivery.attempt,
-                limits=self.limits,
-                sync_in_thread=self.limits.sync_steps == "thread",
-            )
+            ) as current:
+                handled = await self.engine.handle(
+                    delivery.message.queue_name,
+                    delivery.payload,
+                    attempt=delivery.attempt,
+                    limits=self.limits,
+                    sync_in_thread=self.limits.sync_steps == "thread",
+                )
+                if handled.report is not None:
+                    current.set("durasim.delivery.status", handled.report.status.value)
         finally:
             renew.cancel()
         await apply_settlement(self.world, delivery, handled.settlement)
