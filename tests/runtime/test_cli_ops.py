@@ -330,3 +330,28 @@ def test_payloads_that_do_not_decode_are_marked_bytes() -> None:
     assert json_value({"when": datetime(2026, 1, 2, tzinfo=UTC)}) == {
         "when": "2026-01-02T00:00:00+00:00"
     }
+
+
+def test_log_records_carry_the_run_the_step_and_the_attempt_as_fields(
+    flows: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(flows)
+    monkeypatch.syspath_prepend(str(flows))
+    import opsflows
+
+    async def make() -> None:
+        world = SQLiteWorld(flows / "w.db")
+        try:
+            await start(opsflows.fails, "missing", world=world, run_id="lr")
+            await Worker(world).drain()  # attempt 1: a retry is recorded and logged
+        finally:
+            await world.close()
+
+    with caplog.at_level("INFO", logger="durasim.runtime"):
+        asyncio.run(make())
+    retry = next(r for r in caplog.records if getattr(r, "outcome", None) == "retrying")
+    assert (retry.run_id, retry.step, retry.attempt) == ("lr", "lookup", 1)  # type: ignore[attr-defined]
+    assert retry.step_id == "step//opsflows//lookup#1"  # type: ignore[attr-defined]
+    assert retry.retry_in == pytest.approx(0.01)  # type: ignore[attr-defined]
+    assert "return table[key]" not in retry.getMessage()  # attempt 1 raised RetryableError
+    assert "RetryableError: busy" in retry.getMessage()
