@@ -65,7 +65,7 @@ class Run(Generic[R]):
 
     async def result(
         self,
-        timeout: float | None = 0,  # noqa: ASYNC109 -- the issue asks for result(timeout=)
+        timeout: float | None = 0,  # noqa: ASYNC109 -- a deadline on the World's clock
         *,
         poll: Callable[[], Awaitable[object]] | None = None,
         every: float = 0.5,
