@@ -45,10 +45,11 @@ from ._replay import (
 )
 from ._settlement import DeliveryStatus
 from ._signals import mark_cancelled
-from ._steps import StepOutcome, execute_step, exhausted
+from ._steps import StepOutcome, execute_step, exhausted, failures_log
 from ._wake import STEP_QUEUE, enqueue_wake
 from ._writer import InBandWriter, Kept, error_bytes
-from .serialization import FatalError, SerializationError, format_error, serialize
+from .serialization import FatalError, SerializationError, serialize
+from .serialization._tracebacks import ErrorText
 
 if TYPE_CHECKING:
     from ._orchestrator import DeliveryReport, Limits
@@ -456,15 +457,15 @@ class RunDelivery:
 
 def _log_run_failed(run_id: str, error: object, code: str) -> None:
     """The run's end, when it failed: its id, the code, the error with its traceback."""
-    if not isinstance(error, BaseException) or not log.isEnabledFor(logging.ERROR):
+    if not isinstance(error, BaseException) or not failures_log.isEnabledFor(logging.ERROR):
         return
-    log.error(
+    failures_log.error(
         "run %s failed (%s): %s: %s\n%s",
         run_id,
         code,
         type(error).__name__,
         error,
-        format_error(error).rstrip(),
+        ErrorText(error),
         extra={"run_id": run_id, "outcome": "failed", "error_code": code},
     )
 

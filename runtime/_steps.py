@@ -40,11 +40,19 @@ from ._otel import span, tracing_enabled
 from ._payloads import RunPayloads, decode_payload
 from ._seeds import seeded_result
 from ._step_threads import run_in_step_thread
-from .serialization import FatalError, RetryableError, SerializationError, format_error, serialize
+from .serialization import FatalError, RetryableError, SerializationError, serialize
+from .serialization._tracebacks import ErrorText
 
-__all__ = ["StepOutcome", "backoff", "execute_step", "exhausted"]
+__all__ = ["StepOutcome", "backoff", "execute_step", "exhausted", "failures_log"]
 
 log = logging.getLogger("durasim.runtime")
+
+#: Failed attempts and failed runs.  Its own NullHandler keeps them off stderr in a
+#: program that configured no logging (a simulation's thousands of injected failures);
+#: they still reach every handler the program configures (``durasim run`` and
+#: ``durasim worker`` configure one on ``durasim``).
+failures_log = logging.getLogger("durasim.runtime.failures")
+failures_log.addHandler(logging.NullHandler())
 
 #: Back-off before attempt n+1 after a plain failure of attempt n: 1 s, 2 s, 4 s ... 5 min.
 _BACKOFF_BASE = 1.0
@@ -230,7 +238,7 @@ def _log_attempt(
     now: datetime,
 ) -> None:
     """One record per failed attempt: the run, the step, the attempt, the delay, the traceback."""
-    if not log.isEnabledFor(logging.WARNING):
+    if not failures_log.isEnabledFor(logging.WARNING):
         return
     name = where.definition.name
     fields = {
@@ -240,18 +248,18 @@ def _log_attempt(
         "attempt": where.attempt,
     }
     if retry_at is None:
-        log.error(
+        failures_log.error(
             "run %s: step %s (%s) failed on attempt %d; no retry left\n%s",
             where.run_id,
             name,
             correlation_id,
             where.attempt,
-            format_error(error).rstrip(),
+            ErrorText(error),
             extra={**fields, "outcome": "failed"},
         )
         return
     delay = max(0.0, (retry_at - now).total_seconds())
-    log.warning(
+    failures_log.warning(
         "run %s: step %s (%s) attempt %d failed (%s: %s); retry %d in %.3g s\n%s",
         where.run_id,
         name,
@@ -261,7 +269,7 @@ def _log_attempt(
         error,
         where.attempt + 1,
         delay,
-        format_error(error).rstrip(),
+        ErrorText(error),
         extra={**fields, "outcome": "retrying", "retry_in": delay},
     )
 

@@ -13,7 +13,13 @@ from __future__ import annotations
 import os
 import traceback
 
-__all__ = ["MAX_TRACEBACK_CHARS", "TRACEBACK_ATTRIBUTE", "format_error", "stored_traceback"]
+__all__ = [
+    "MAX_TRACEBACK_CHARS",
+    "TRACEBACK_ATTRIBUTE",
+    "ErrorText",
+    "format_error",
+    "stored_traceback",
+]
 
 #: At most this many characters of frames are stored per exception.
 MAX_TRACEBACK_CHARS = 8000
@@ -89,3 +95,15 @@ def _one(error: BaseException) -> str:
     if not frames:
         return head + "\n"
     return f"Traceback (most recent call last):\n{frames}{head}\n"
+
+
+class ErrorText:
+    """:func:`format_error` of an error, computed only if a log handler formats the record."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __str__(self) -> str:
+        return format_error(self.error).rstrip()
