@@ -37,10 +37,12 @@ from ._errors import (
     WorkflowFailed,
     WorkflowSandboxError,
 )
+from ._fork import fork_run, resume_run
 from ._hooks import Hook, HookConflict, create_hook, resume_hook
 from ._leases import LeaseOptionsError, LeasePolicy
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
 from ._orchestrator import DeliveryReport, Limits
+from ._otel import TracingUnavailable, disable_tracing, enable_tracing, tracing_enabled
 from ._patches import PatchError, deprecate_patch, patched
 from ._run import DEFAULT_HOME, default_world, run
 from ._streams import StreamRewriteError, Writable, get_writable, read_stream
@@ -87,6 +89,7 @@ __all__ = [
     "StepFunction",
     "StepMetadata",
     "StreamRewriteError",
+    "TracingUnavailable",
     "Webhook",
     "WebhookRequest",
     "Worker",
@@ -102,6 +105,9 @@ __all__ = [
     "create_webhook",
     "default_world",
     "deprecate_patch",
+    "disable_tracing",
+    "enable_tracing",
+    "fork_run",
     "get_run",
     "get_step_metadata",
     "get_workflow_metadata",
@@ -110,11 +116,13 @@ __all__ = [
     "patched",
     "read_stream",
     "resume_hook",
+    "resume_run",
     "run",
     "serializable",
     "sleep",
     "start",
     "step",
+    "tracing_enabled",
     "wait",
     "webhook_app",
     "workflow",

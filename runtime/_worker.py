@@ -17,7 +17,7 @@ import asyncio
 import collections
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from durasim.worlds import Delivery, World, WorldError
 
@@ -26,6 +26,7 @@ from ._engine import engine_for
 from ._errors import RunNotFinished
 from ._leases import Heartbeat, LeaseKeeper, LeasePolicy
 from ._orchestrator import DeliveryReport, Limits
+from ._otel import span
 from ._settlement import REQUEUE_DELAY, DeliveryStatus, SettleAction, Settlement
 from ._versions import VersionPolicy, check_deployment_id
 from ._wake import enqueue_wake
@@ -36,6 +37,8 @@ __all__ = ["REPORTS_KEPT", "Worker", "apply_settlement"]
 REPORTS_KEPT = 1000
 
 log = logging.getLogger("durasim.runtime")
+
+R = TypeVar("R")
 
 
 class Worker:
@@ -124,7 +127,7 @@ class Worker:
             count += 1
         return count
 
-    async def run_until_complete(self, run: Run, *, poll: float = 1.0) -> Any:
+    async def run_until_complete(self, run: Run[R], *, poll: float = 1.0) -> R:
         """Serve until ``run`` ends, sleeping (real time) until the next due message.
 
         Returns the run's result or raises its failure, like :meth:`Run.result`.
@@ -194,15 +197,22 @@ class Worker:
     async def _handle(self, delivery: Delivery) -> DeliveryReport | None:
         renew = self._renew(delivery)
         try:
-            handled = await self.engine.handle(
-                delivery.message.queue_name,
-                delivery.payload,
+            with span(
+                "durasim.delivery",
+                run_id=delivery.message.run_id or "",
                 attempt=delivery.attempt,
-                limits=self.limits,
-                sync_in_thread=self.limits.sync_steps != "inline",
-                quick_inline=self.limits.sync_steps == "auto",
-                versions=self.versions,
-            )
+            ) as current:
+                handled = await self.engine.handle(
+                    delivery.message.queue_name,
+                    delivery.payload,
+                    attempt=delivery.attempt,
+                    limits=self.limits,
+                    sync_in_thread=self.limits.sync_steps != "inline",
+                    quick_inline=self.limits.sync_steps == "auto",
+                    versions=self.versions,
+                )
+                if handled.report is not None:
+                    current.set("durasim.delivery.status", handled.report.status.value)
         finally:
             renew.cancel()
         await apply_settlement(self.world, delivery, handled.settlement)

@@ -41,6 +41,7 @@ from ._patches import PATCH_ATTR, PATCH_PREFIX
 from ._payloads import RunPayloads, decode_payload
 from ._queued import run_queued_step
 from ._replay import Replay
+from ._seeds import seed_source
 from ._settlement import (
     MAX_BACKOFF,
     REQUEUE_DELAY,
@@ -72,6 +73,7 @@ from ._wake import (
     parse_message,
     wake_message,
 )
+from ._webhooks import webhook_path
 from ._worker import apply_settlement
 
 __all__ = [
@@ -119,11 +121,13 @@ __all__ = [
     "pinning",
     "run_deployment",
     "run_queued_step",
+    "seed_source",
     "settle",
     "settle_step",
     "step_definition",
     "wake_message",
     "wall_monotonic",
+    "webhook_path",
     "workflow_definition",
 ]
 

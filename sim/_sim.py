@@ -235,7 +235,7 @@ class Sim:
 
     async def start(
         self, workflow: Callable[..., Any], *args: Any, run_id: str | None = None, **kwargs: Any
-    ) -> Run:
+    ) -> Run[Any]:
         """Start a run (as an external writer); it is delivered when the scheduler picks it."""
         # Unpinned: a simulated log must not depend on the workflow's source text.
         with pinning(False):
