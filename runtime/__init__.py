@@ -42,11 +42,10 @@ from ._hooks import Hook, HookConflict, create_hook, resume_hook
 from ._leases import LeaseOptionsError, LeasePolicy
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
 from ._orchestrator import DeliveryReport, Limits
-from ._otel import TracingUnavailable, disable_tracing, enable_tracing, tracing_enabled
+from ._otel import enable_tracing
 from ._patches import PatchError, deprecate_patch, patched
 from ._run import DEFAULT_HOME, default_world, run
 from ._streams import StreamRewriteError, Writable, get_writable, read_stream
-from ._versions import DeploymentError
 from ._waiting import as_completed, sleep, wait
 from ._waiting import route_stdlib as _route_stdlib
 from ._webhooks import Webhook, WebhookRequest, create_webhook, webhook_app
@@ -66,7 +65,6 @@ __all__ = [
     "CancellationToken",
     "DefinitionNotFound",
     "DeliveryReport",
-    "DeploymentError",
     "FatalError",
     "Hook",
     "HookConflict",
@@ -89,7 +87,6 @@ __all__ = [
     "StepFunction",
     "StepMetadata",
     "StreamRewriteError",
-    "TracingUnavailable",
     "Webhook",
     "WebhookRequest",
     "Worker",
@@ -105,7 +102,6 @@ __all__ = [
     "create_webhook",
     "default_world",
     "deprecate_patch",
-    "disable_tracing",
     "enable_tracing",
     "fork_run",
     "get_run",
@@ -122,7 +118,6 @@ __all__ = [
     "sleep",
     "start",
     "step",
-    "tracing_enabled",
     "wait",
     "webhook_app",
     "workflow",

@@ -45,8 +45,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from durasim.runtime import DeploymentError, LeaseOptionsError, LeasePolicy
-from durasim.runtime.lowlevel import DEPLOYMENT_ENV, build_manifest, check_deployment_id
+from durasim.runtime import LeaseOptionsError, LeasePolicy
+from durasim.runtime.lowlevel import (
+    DEPLOYMENT_ENV,
+    DeploymentError,
+    build_manifest,
+    check_deployment_id,
+)
 from durasim.worlds import (
     DurasimError,
     Event,

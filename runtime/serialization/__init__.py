@@ -9,7 +9,7 @@ afterwards.  docs/serialization.md describes the format and the decisions.
 
 from durasim.worlds._public import publish as _publish
 
-from ._api import deserialize, serialize
+from ._api import deserialize, serialize, without_tracebacks
 from ._errors import FatalError, RetryableError, RevivedError, SerializationError
 from ._format import MAX_DEPTH, PREFIX
 from ._frozen import FrozenValues
@@ -38,6 +38,7 @@ __all__ = [
     "format_error",
     "serializable",
     "serialize",
+    "without_tracebacks",
 ]
 
 _publish(__name__, globals(), __all__)

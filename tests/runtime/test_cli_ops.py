@@ -17,7 +17,7 @@ import pytest
 
 from durasim.runtime import Worker, start
 from durasim.scenarios import main
-from durasim.worlds import SQLiteWorld
+from durasim.worlds import FixedClock, SQLiteWorld
 
 FLOWS = textwrap.dedent(
     """
@@ -189,12 +189,17 @@ def test_inspect_runs_filters_by_status_workflow_age_and_count(
     import opsflows  # type: ignore[import-not-found]
 
     async def make() -> None:
-        world = SQLiteWorld(flows / "w.db")
+        # A clock the test moves: the retry of "other" is due once it is advanced.
+        clock = FixedClock(current=datetime.now(UTC))
+        world = SQLiteWorld(flows / "w.db", clock=clock)
         try:
             for i in range(3):
                 await start(opsflows.fine, i, world=world, run_id=f"ok{i}")
             await start(opsflows.fails, "a", world=world, run_id="other")
-            await Worker(world).drain()
+            worker = Worker(world)
+            await worker.drain()
+            clock.advance(1)
+            await worker.drain()
         finally:
             await world.close()
 

@@ -7,15 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from durasim.runtime import (
-    Worker,
-    disable_tracing,
-    enable_tracing,
-    start,
-    step,
-    tracing_enabled,
-    workflow,
-)
+from durasim.runtime import Worker, enable_tracing, start, step, workflow
+from durasim.runtime.lowlevel import disable_tracing, tracing_enabled
 from durasim.worlds import SQLiteWorld
 
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace", reason="opentelemetry-sdk not installed")
