@@ -67,10 +67,12 @@ from ._errors import (
     RunNotFound,
     StaleView,
     StepNotFound,
+    StorageFull,
     StreamClosed,
     TooEarly,
     WaitNotFound,
     WorldError,
+    WorldFileChanged,
 )
 from ._events import (
     RUN_TERMINAL_TYPES,
@@ -169,6 +171,7 @@ __all__ = [
     "StepRecord",
     "StepStatus",
     "StepsFacet",
+    "StorageFull",
     "StreamClosed",
     "StreamInfo",
     "StreamsFacet",
@@ -181,6 +184,7 @@ __all__ = [
     "World",
     "WorldError",
     "WorldFactory",
+    "WorldFileChanged",
     "WorldSetup",
     "check_chunks",
     "check_correlation_id",
