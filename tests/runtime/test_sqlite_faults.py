@@ -199,7 +199,8 @@ def test_a_world_deleted_under_a_running_worker_stops_it(tmp_path: Path, flows: 
     try:
         printed: list[str] = []
         _read_until(worker.stdout, "step 0 20", printed)  # the body now waits on the gate
-        os.link(path, kept)
+        os.link(path, kept)  # the file and its write-ahead log, where commits land first
+        os.link(f"{path}-wal", f"{kept}-wal")
         path.unlink()
         gate.write_text("go\n")  # the step ends; its record is the first write after the unlink
         out, err = worker.communicate(timeout=60)
