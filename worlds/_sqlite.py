@@ -335,6 +335,8 @@ class SQLiteWorld:
                 for statement in sql.SCHEMA_SQL.split(";"):
                     if statement.strip():
                         db.execute(statement)
+            elif db.execute(sql.HAS_TOKEN_INDEX).fetchone() is None:
+                db.execute(sql.TOKEN_INDEX)  # a World made before the index existed
                 db.execute(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                     (str(sql.SCHEMA_VERSION),),
