@@ -274,7 +274,7 @@ def create_webhook(
         raise ValueError(
             f"create_webhook(respond={respond!r}) is not a respond mode: use 'accepted' or 'manual'"
         )
-    wrapped = {
+    wrapped: dict[str, Any] = {
         _MARK: 1,
         "respond": respond,
         "metadata": None if metadata is None else serialize(metadata, root="webhook metadata"),
@@ -522,7 +522,7 @@ class _WebhookApp:
             return _json_answer(
                 413, error=f"the request body is over the limit of {self.max_body_bytes} bytes"
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             answer = _json_answer(
                 408,
                 error=f"the request body did not arrive within {self.body_timeout:g} s; "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -190,10 +191,8 @@ class Worker:
 
     @staticmethod
     async def _pause(seconds: float, stop: asyncio.Event) -> None:
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=seconds)
-        except asyncio.TimeoutError:
-            pass
 
     async def _idle(self, poll: float, *, stop: asyncio.Event | None = None) -> None:
         """Wait for work: until the next due message, at most ``poll`` s, or ``stop``.

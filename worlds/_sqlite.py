@@ -23,6 +23,7 @@ queue and streams :mod:`._sqlite_queue`.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
@@ -213,10 +214,9 @@ class _WriteTransaction:
         """Undo the write and drop the caches; a storage error is raised as a WorldError."""
         db, world = self._db, self._world
         if db.in_transaction:
-            try:
+            # SQLite may have rolled back itself (an I/O error, a full disk).
+            with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass  # SQLite rolled back itself (an I/O error, a full disk)
         world._known.clear()  # whatever happened, decide the next write afresh
         if is_full(exc):
             raise world._full(exc) from exc
@@ -335,8 +335,8 @@ class SQLiteWorld:
                 for statement in sql.SCHEMA_SQL.split(";"):
                     if statement.strip():
                         db.execute(statement)
-            elif db.execute(sql.HAS_TOKEN_INDEX).fetchone() is None:
-                db.execute(sql.TOKEN_INDEX)  # a World made before the index existed
+            elif db.execute(sql.HAS_HOOKS_BY_KEY_INDEX).fetchone() is None:
+                db.execute(sql.HOOKS_BY_KEY_INDEX)  # a World made before the index existed
                 db.execute(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                     (str(sql.SCHEMA_VERSION),),

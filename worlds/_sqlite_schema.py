@@ -15,7 +15,8 @@ __all__ = [
     "CACHED_RUNS",
     "CACHED_STEP_RUNS",
     "EVENT_COLUMNS",
-    "HAS_TOKEN_INDEX",
+    "HAS_HOOKS_BY_KEY_INDEX",
+    "HOOKS_BY_KEY_INDEX",
     "INSERT_EVENT",
     "INSERT_RUN",
     "MESSAGE_COLUMNS",
@@ -23,7 +24,6 @@ __all__ = [
     "SCHEMA_VERSION",
     "SELECT_COUNTERS",
     "SELECT_RUN",
-    "TOKEN_INDEX",
     "UPDATE_RUN",
     "UPSERT_HOOK",
     "UPSERT_STEP",
@@ -181,8 +181,8 @@ SELECT_RUN = f"SELECT {codec.RUN_COLUMNS} FROM runs WHERE run_id = ?"
 # The counters live on the last event: (seq, in-band events up to and including it).
 SELECT_COUNTERS = "SELECT seq, in_band_seq FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
 #: Hooks by token in any status (``hooks.last_by_token``); added to older files at open.
-TOKEN_INDEX = "CREATE INDEX IF NOT EXISTS hooks_token ON hooks (token)"
-HAS_TOKEN_INDEX = "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'hooks_token'"
+HOOKS_BY_KEY_INDEX = "CREATE INDEX IF NOT EXISTS hooks_token ON hooks (token)"
+HAS_HOOKS_BY_KEY_INDEX = "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'hooks_token'"
 #: Runs whose (row, counters) are cached between writes of this connection.
 CACHED_RUNS = 4096
 #: Runs whose unfinished steps are cached too (they hold the steps' input bytes).

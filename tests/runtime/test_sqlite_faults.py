@@ -65,8 +65,13 @@ def _sha(path: Path) -> str:
 
 def _durasim(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "from durasim.scenarios._cli import main; raise SystemExit(main())"]
-        + list(args),
+        [
+            sys.executable,
+            "-c",
+            "from durasim.scenarios._cli import main; raise SystemExit(main())",
+            *args,
+        ],
+        check=False,
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -280,7 +285,8 @@ def test_a_world_on_a_read_only_file_system_can_be_inspected(tmp_path: Path) -> 
             assert shown in done.stdout
         done = _durasim("cancel", run_id, "--world", str(path), cwd=tmp_path)
         assert done.returncode == 1
-        assert "read-only" in done.stderr and "Traceback" not in done.stderr
+        assert "read-only" in done.stderr
+        assert "Traceback" not in done.stderr
         assert _sha(path) == before
 
 

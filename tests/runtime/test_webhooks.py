@@ -500,7 +500,11 @@ async def test_nul_and_malformed_tokens_answer_404(world: World) -> None:
     async with serving(world) as client:
         await announced(run)
         for path in MALFORMED:
-            keys: list[dict[str, Any]] = [{}, {"Idempotency-Key": "k"}, {"Idempotency-Key": b"\xff"}]
+            keys: list[dict[str, Any]] = [
+                {},
+                {"Idempotency-Key": "k"},
+                {"Idempotency-Key": b"\xff"},
+            ]
             for headers in keys:
                 response = await client.post(path, content=b"x", headers=headers)
                 assert response.status_code == 404, (path, response.text)
