@@ -335,12 +335,12 @@ class SQLiteWorld:
                 for statement in sql.SCHEMA_SQL.split(";"):
                     if statement.strip():
                         db.execute(statement)
-            elif db.execute(sql.HAS_HOOKS_BY_KEY_INDEX).fetchone() is None:
-                db.execute(sql.HOOKS_BY_KEY_INDEX)  # a World made before the index existed
                 db.execute(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                     (str(sql.SCHEMA_VERSION),),
                 )
+            elif db.execute(sql.HAS_HOOKS_BY_KEY_INDEX).fetchone() is None:
+                db.execute(sql.HOOKS_BY_KEY_INDEX)  # a World made before the index existed
 
     def _check_writable(self) -> None:
         if self.read_only:
