@@ -68,10 +68,12 @@ from ._errors import (
     RunNotFound,
     StaleView,
     StepNotFound,
+    StorageFull,
     StreamClosed,
     TooEarly,
     WaitNotFound,
     WorldError,
+    WorldFileChanged,
 )
 from ._events import (
     RUN_TERMINAL_TYPES,
@@ -172,6 +174,7 @@ __all__ = [
     "StepRecord",
     "StepStatus",
     "StepsFacet",
+    "StorageFull",
     "StreamClosed",
     "StreamInfo",
     "StreamsFacet",
@@ -184,6 +187,7 @@ __all__ = [
     "World",
     "WorldError",
     "WorldFactory",
+    "WorldFileChanged",
     "WorldSetup",
     "check_chunks",
     "check_correlation_id",
