@@ -171,21 +171,11 @@ class Deliveries:
             return
         self.leases.release(record.number)
         try:
-            if core.queue_mode == "world":  # a World call: interceptable like any other
-                call = "queue.ack" if settlement.release_after is None else "queue.release"
-                await core.call(
-                    call,
-                    core.queue.settle_async,
-                    (delivery,),
-                    {"release_after": settlement.release_after},
-                )
-            else:
-                await core.queue.settle_async(delivery, release_after=settlement.release_after)
+            # As the worker does, without a choice point (with queue="world", the
+            # World's ack or release, checked against what the queue was asked).
+            await core.queue.settle_async(delivery, release_after=settlement.release_after)
         except WorldError:
             core.trace.add("note", f"d{record.number} could not settle {record.message_id}")
-        except Crashed:
-            record.status = "crashed"
-            core.trace.add("delivery", f"d{record.number} crashed while settling")
         except QueueContractBroken:
             record.status = "queue broken"
 
