@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
 
+from durasim.runtime import RetryableError, get_step_metadata, step, workflow
 from durasim.worlds import Delivery, LeaseLost, MemoryWorld, SQLiteWorld, World, WorldSetup
 
 
@@ -173,9 +174,7 @@ class _ReleaseTwoRoundTrips(_Queue):
             )
 
 
-def _seconds(delay: float) -> Any:
-    from datetime import timedelta  # noqa: PLC0415
-
+def _seconds(delay: float) -> timedelta:
     return timedelta(seconds=delay)
 
 
@@ -255,3 +254,21 @@ def make_control_memory(setup: WorldSetup) -> World:
 def make_control_sqlite(setup: WorldSetup) -> World:
     """The unmodified SQLiteWorld behind the same forwarding wrapper."""
     return _sqlite(setup, _Queue)
+
+
+# -- a workflow whose step asks for a sub-second retry (explore over the World's queue) ------
+
+
+@step(module="planted_queue")
+async def quarter_retry() -> int:
+    """Fails its first attempt, asking for a retry 0.25 s later."""
+    meta = get_step_metadata()
+    if meta.attempt == 1:
+        raise RetryableError("not yet", retry_after=timedelta(seconds=0.25))
+    return meta.attempt
+
+
+@workflow(module="planted_queue")
+async def retry_in_a_quarter() -> int:
+    """One step, retried once after 0.25 s."""
+    return await quarter_retry()
