@@ -315,9 +315,7 @@ class SimQueue:
         delay: float = 0.0,
     ) -> str:
         """The simulator's own enqueue (a run's wake-up after a settlement)."""
-        return self.put(
-            queue_name, payload, run_id=run_id, orchestrator=orchestrator, delay=delay
-        )
+        return self.put(queue_name, payload, run_id=run_id, orchestrator=orchestrator, delay=delay)
 
     async def settle_async(self, delivery: Delivery, *, release_after: float | None) -> None:
         """Ack or release, as the delivery's worker does once the engine settled."""

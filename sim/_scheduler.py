@@ -47,9 +47,9 @@ from ._leases import Leases
 from ._loop import SimLoop
 from ._points import EXTERNAL, Match, Point, Writer
 from ._queue import SimQueue
-from ._world_queue import WorldQueue
 from ._trace import Trace
 from ._world import ACTOR, Actor, SimWorld
+from ._world_queue import WorldQueue
 
 if TYPE_CHECKING:
     from ._reports import StuckCode

@@ -28,9 +28,9 @@ simulated queue can inject (dropping or delaying a queued message) do not apply.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from durasim.worlds import Delivery, LeaseLost, QueueFacet
+from durasim.worlds import Delivery, LeaseLost, Message, QueueFacet
 from durasim.worlds._memory_queue import QueueSlot
 from durasim.worlds._time import IdSource, to_micros
 
@@ -149,7 +149,7 @@ class WorldQueue(SimQueue):
             queue_name, payload, run_id=run_id, orchestrator=orchestrator, delay=delay
         )
 
-    async def next_due(self, *, queue_prefix: str = "") -> object:  # type: ignore[override]
+    async def next_due(self, *, queue_prefix: str = "") -> datetime | None:
         """The World's ``next_due`` (checked against the mirror when unfiltered)."""
         await self.sync_leases()
         answer = await self.world.next_due(queue_prefix=queue_prefix)
@@ -159,7 +159,7 @@ class WorldQueue(SimQueue):
             )
         return answer
 
-    async def messages(self) -> tuple[object, ...]:  # type: ignore[override]
+    async def messages(self) -> tuple[Message, ...]:
         """The World's unacked messages."""
         return await self.world.messages()
 
@@ -286,7 +286,7 @@ class WorldQueue(SimQueue):
 
     # --- faults only a simulated queue can inject -------------------------------------
 
-    def drop(self, message_id: str) -> None:  # type: ignore[override]
+    def drop(self, message_id: str) -> Message | None:
         """Not with the World's queue."""
         raise QueueModeUnsupported(
             "dropping a queued message needs the simulator's queue: use Sim(queue='sim')"
@@ -358,4 +358,3 @@ class WorldQueue(SimQueue):
         self._breach(check_messages(await self.world.messages(), self.slots(), after))
         answer = await self.world.next_due()
         self._breach(check_next_due(answer, self.slots(), self._world_leases(), self._clock.micros))
-

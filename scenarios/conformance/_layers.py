@@ -81,7 +81,7 @@ class _Provider:
 
 
 def queue_mode(context: LayerContext) -> str:
-    """``"world"`` when the World declares its queue (the runtime then drives it), else ``"sim"``."""
+    """``"world"`` when the World declares a queue (the runtime drives it), else ``"sim"``."""
     return "sim" if context.lacks(("queue",)) else "world"
 
 

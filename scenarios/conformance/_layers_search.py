@@ -167,7 +167,8 @@ def explore_layer(context: LayerContext) -> LayerReport:
         passed=passed,
         failed=tuple(failed),
         seconds=seconds,
-        note=f"{len(chosen)} workflows, {queue}'s queue, {_ran(examples, seconds, spent=spent, budget=max_seconds)}",
+        note=f"{len(chosen)} workflows, {queue}'s queue, "
+        + _ran(examples, seconds, spent=spent, budget=max_seconds),
         examples=examples,
         budget_spent=spent,
         cases=tuple(cases),

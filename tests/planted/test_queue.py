@@ -23,8 +23,7 @@ from worlds_queue import (
 )
 
 from durasim.checkers import WorldModelFailure, run_world_model
-from durasim.scenarios import explore
-from durasim.scenarios import reproduce
+from durasim.scenarios import explore, reproduce
 from durasim.scenarios.conformance import run_conformance
 from durasim.worlds import World, WorldSetup
 

@@ -134,7 +134,7 @@ async def two_steps() -> list[str]:
 @step(module="simtests")
 async def flaky_fraction() -> int:
     """Fails its first attempt, asking for a retry 0.25 s later."""
-    from durasim.runtime import RetryableError  # noqa: PLC0415
+    from durasim.runtime import RetryableError
 
     meta = get_step_metadata()
     if meta.attempt == 1:

@@ -190,7 +190,7 @@ def test_a_truncated_enqueue_delay_is_caught() -> None:
     async def script(sim: Sim) -> Any:
         await sim.run(simflows.retry_fractional)
 
-    with pytest.raises(QueueContractBroken, match="delay=0.25") as caught:
+    with pytest.raises(QueueContractBroken, match=r"delay=0\.25") as caught:
         Sim(_planted(changes), queue="world").run_sync(script)
     assert caught.value.check == "delay"
 
@@ -234,7 +234,7 @@ def test_postgres_keeps_the_contract_under_the_runtime() -> None:
     dsn = require_postgres()
 
     def postgres(setup: WorldSetup) -> World:
-        from durasim.worlds import PostgresWorld  # noqa: PLC0415
+        from durasim.worlds import PostgresWorld
 
         return PostgresWorld(dsn, schema=new_schema(), clock=setup.clock, ids=setup.ids)
 

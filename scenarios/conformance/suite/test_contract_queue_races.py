@@ -91,9 +91,8 @@ async def test_settle_racing_a_reclaim_after_expiry(
         assert await world.queue.messages() == ()
         return
     # The re-claim holds the message (after a release, or because it came first).
-    assert isinstance(new, Delivery) and new.message_id == message_id, (
-        f"after {how}, the due message was not re-claimed: {new!r}"
-    )
+    assert isinstance(new, Delivery), f"after {how}, the due message was not re-claimed: {new!r}"
+    assert new.message_id == message_id
     assert new.attempt == 2
     assert await world.queue.claim() is None, "a message under a fresh lease was claimed again"
     await world.queue.ack(new)  # LeaseLost here: the old holder's settle wiped the new lease
