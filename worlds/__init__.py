@@ -109,6 +109,9 @@ from ._time import (
     housekeeping,
 )
 
+from ._vercel import NotExpressible, VercelFactory, VercelWorld, vercel_factory
+from ._vercel_host import NodeMissing
+
 if TYPE_CHECKING:
     from ._postgres import PostgresWorld
 
@@ -150,6 +153,8 @@ __all__ = [
     "LeaseLost",
     "MemoryWorld",
     "Message",
+    "NodeMissing",
+    "NotExpressible",
     "Payload",
     "Plan",
     "PostgresWorld",
@@ -174,6 +179,8 @@ __all__ = [
     "StreamsFacet",
     "SystemClock",
     "TooEarly",
+    "VercelFactory",
+    "VercelWorld",
     "WaitNotFound",
     "WaitRecord",
     "WaitStatus",
@@ -203,6 +210,7 @@ __all__ = [
     "plan_write",
     "run_sort_key",
     "validate_request",
+    "vercel_factory",
 ]
 
 _publish(__name__, globals(), __all__)

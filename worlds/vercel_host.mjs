@@ -131,12 +131,13 @@ async function sql(statements, connectionString) {
   const pg = require('pg');
   const client = new (pg.default?.Client ?? pg.Client)({ connectionString });
   await client.connect();
+  let rows = null;
   try {
-    for (const statement of statements) await client.query(statement);
+    for (const statement of statements) rows = (await client.query(statement)).rows;
   } finally {
     await client.end();
   }
-  return null;
+  return rows;
 }
 
 async function handle(request) {
