@@ -110,7 +110,7 @@ from ._time import (
 )
 
 from ._vercel import NotExpressible, VercelFactory, VercelWorld, vercel_factory
-from ._vercel_host import NodeMissing
+from ._vercel_host import InstalledPackage, NodeMissing, install_vercel_package
 
 if TYPE_CHECKING:
     from ._postgres import PostgresWorld
@@ -148,6 +148,7 @@ __all__ = [
     "HookStatus",
     "HooksFacet",
     "IdSource",
+    "InstalledPackage",
     "InBandSuperseded",
     "InvalidRequest",
     "LeaseLost",
@@ -205,6 +206,7 @@ __all__ = [
     "event_time",
     "fold_log",
     "housekeeping",
+    "install_vercel_package",
     "normalize_statuses",
     "plan_batch",
     "plan_write",

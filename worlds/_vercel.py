@@ -12,12 +12,16 @@ needs it fails visibly, it never passes by accident.  docs/vercel.md has the map
 
 from __future__ import annotations
 
+import atexit
 import base64
+import contextlib
 import json
 import os
 import re
 import secrets
 import subprocess
+import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -65,7 +69,7 @@ from ._vercel_host import (
     InstalledPackage,
     NodeHost,
     VercelCallError,
-    install_package,
+    install_vercel_package,
     require_node,
 )
 
@@ -201,14 +205,12 @@ _FIELDS_OUT: dict[str, str] = {
 }
 _FIELDS_IN = {v: k for k, v in _FIELDS_OUT.items()}
 #: durasim fields Vercel has no name for (dropped by its schemas): refused, not lost.
-_UNNAMED = {
-    "inline",
-    "creator_message_id",
-    "owner_message_id",
-    "start_reason",
-    "early",
-    "attempt",
-    "token",
+_UNNAMED: dict[str, frozenset[str]] = {
+    "step_created": frozenset({"inline", "creator_message_id"}),
+    "step_started": frozenset({"owner_message_id", "start_reason", "attempt"}),
+    "wait_completed": frozenset({"early", "resume_at"}),
+    "hook_received": frozenset({"token"}),
+    "hook_conflict": frozenset({"token", "conflicting_hook_id", "metadata", "is_webhook"}),
 }
 
 
@@ -492,7 +494,7 @@ class _Events:
         if cid is not None:
             out["correlationId"] = cid
         vdata: dict[str, Any] = {}
-        unnamed = sorted(set(data) & _UNNAMED)
+        unnamed = sorted(set(data) & _UNNAMED.get(str(kind), frozenset()))
         if unnamed:
             raise NotExpressible(
                 f"{kind}: Vercel's {kind} has no field for {', '.join(unnamed)} "
@@ -818,6 +820,51 @@ class VercelFactory:
     _package: InstalledPackage | None = attrs.field(default=None, init=False)
     _template: str | None = attrs.field(default=None, init=False)
     _admin: NodeHost | None = attrs.field(default=None, init=False)
+    spares: int = 3
+    _warm: list[NodeHost] = attrs.field(factory=list, init=False)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    #: The calls of each contract test's first World, by test name (for reproductions).
+    transcripts: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
+    _info: dict[str, Any] | None = attrs.field(default=None, init=False)
+
+    def probe(self) -> dict[str, Any]:
+        """What the package's World says of itself (``specVersion``, ``capabilities``)."""
+        if self._info is None:
+            with tempfile.TemporaryDirectory(prefix="durasim-vercel-") as scratch:
+                setup = WorldSetup(clock=SystemClock(), ids=_NoIds(), directory=Path(scratch))
+                world = self(setup)
+                world.host.close()
+                if world.on_close is not None:
+                    world.on_close()
+        assert self._info is not None
+        return self._info
+
+    def _host(self, clock: Clock) -> NodeHost:
+        """A Node host of its own for one World: a warm spare (its import done), refilled.
+
+        Importing a World package takes about a second of mostly idle time; spares
+        started ahead hide it.  Every World still gets a fresh process.
+        """
+        package = self.package
+        with self._lock:
+            host = self._warm.pop(0) if self._warm else None
+            while len(self._warm) < self.spares:
+                spare = NodeHost(package, SystemClock())
+                self._warm.append(spare)
+                if len(self._warm) == 1:
+                    atexit.register(self.close)
+        if host is None:
+            host = NodeHost(package, clock)
+        host.clock = clock
+        return host
+
+    def close(self) -> None:
+        """End the spare and administration Node processes (idempotent; also at exit)."""
+        with self._lock:
+            warm, self._warm = self._warm, []
+            admin, self._admin = self._admin, None
+        for host in [*warm, *([admin] if admin else [])]:
+            host.close()
 
     def _sql(self, *statements: str) -> Any:
         """Run statements on the server of ``database_url`` (the package's own pg client)."""
@@ -831,7 +878,7 @@ class VercelFactory:
     def package(self) -> InstalledPackage:
         """The installed package (installed on first use)."""
         if self._package is None:
-            self._package = install_package(self.spec)
+            self._package = install_vercel_package(self.spec)
         return self._package
 
     def _postgres_config(self, setup: WorldSetup) -> dict[str, Any]:
@@ -878,14 +925,11 @@ class VercelFactory:
             name = (setup.directory / "database").read_text()
         except OSError:
             return
-        try:
+        with contextlib.suppress(VercelCallError):
             self._sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        except VercelCallError:
-            pass
 
     def __call__(self, setup: WorldSetup) -> VercelWorld:
-        package = self.package
-        host = NodeHost(package, setup.clock, log=setup.directory / "node.log")
+        host = self._host(setup.clock)
         try:
             config = dict(self.config)
             if self.database_url is not None:
@@ -896,10 +940,20 @@ class VercelFactory:
         except BaseException:
             host.close()
             raise
+        self._info = info
         world = VercelWorld(host, info, clock=setup.clock, directory=setup.directory)
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit("::", 1)[-1]
+        test = test.rsplit(" (", 1)[0]
+        if test and test not in self.transcripts:
+            host.transcript = self.transcripts[test] = []
         if self.database_url is not None:
             world.on_close = lambda: self._drop(setup)
         return world
+
+
+class _NoIds:
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}_{secrets.token_hex(8)}"
 
 
 def vercel_factory(spec: str, *, database_url: str | None = None) -> VercelFactory:

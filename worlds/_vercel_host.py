@@ -1,6 +1,6 @@
 """The Node side of the Vercel bridge: installing a World package and talking to its host.
 
-:func:`install_package` puts a Vercel World package (``@workflow/world-local@4.4.1``, or
+:func:`install_vercel_package` puts a Vercel World package (``@workflow/world-local@4.4.1``, or
 a local package directory) into a cache directory with npm, once; later runs use the
 cache offline.  :class:`NodeHost` starts ``node vercel_host.mjs`` (shipped beside this
 module) for ONE World and exchanges JSON lines with it: many requests in flight, bytes
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import contextlib
 import hashlib
 import itertools
 import json
@@ -37,7 +38,7 @@ __all__ = [
     "NodeMissing",
     "VercelCallError",
     "cache_root",
-    "install_package",
+    "install_vercel_package",
     "require_node",
 ]
 
@@ -152,7 +153,7 @@ def _local_package(path: Path, root: Path) -> InstalledPackage:
     return InstalledPackage(name=name, version=version, directory=directory)
 
 
-def install_package(spec: str, *, root: Path | None = None) -> InstalledPackage:
+def install_vercel_package(spec: str, *, root: Path | None = None) -> InstalledPackage:
     """Install ``spec`` (``NAME[@VERSION]`` or a package directory) into the cache, once.
 
     A pinned version already in the cache is used offline.  Without a version the
@@ -250,6 +251,7 @@ class NodeHost:
 
     def __init__(self, package: InstalledPackage, clock: Clock, *, log: Path | None = None):
         node = require_node()
+        #: durasim's clock, stamped on every request (a spare host gets its World's clock).
         self.package = package
         self.clock = clock
         self._log: IO[bytes] | int = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115
@@ -259,6 +261,9 @@ class NodeHost:
             stdout=subprocess.PIPE,
             stderr=self._log,
         )
+        #: When a list: every call made, for a plain-Node reproduction (``now``, ``path``,
+        #: ``args`` as sent, ``minted``: the run id a ``run_created`` without one got).
+        self.transcript: list[dict[str, Any]] | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, concurrent.futures.Future[Any]] = {}
         self._lock = threading.Lock()
@@ -327,25 +332,31 @@ class NodeHost:
 
     async def call(self, path: str, *args: Any) -> Any:
         """Call ``world.<path>(*args)`` in the host; the decoded answer."""
-        return await asyncio.wrap_future(self.submit("call", path=path, args=list(args)))
+        record: dict[str, Any] | None = None
+        if self.transcript is not None:
+            now = round(self.clock.now().timestamp() * 1000)
+            record = {"now": now, "path": path, "args": encode(list(args))}
+            self.transcript.append(record)
+        answer = await asyncio.wrap_future(self.submit("call", path=path, args=list(args)))
+        if record is not None and path == "events.create" and args and args[0] is None:
+            event = answer.get("event") if isinstance(answer, dict) else None
+            if isinstance(event, dict) and isinstance(event.get("runId"), str):
+                record["minted"] = event["runId"]
+        return answer
 
     def close(self) -> None:
         """Ask the World to close, then end the process (idempotent)."""
         with self._lock:
             if self._closed:
                 return
-        try:
+        with contextlib.suppress(VercelCallError, concurrent.futures.TimeoutError):
             self.request("close", timeout=30)
-        except (VercelCallError, concurrent.futures.TimeoutError):
-            pass
         with self._lock:
             self._closed = True
             stdin = self._process.stdin
             if stdin is not None:
-                try:
+                with contextlib.suppress(OSError):
                     stdin.close()
-                except OSError:
-                    pass
         try:
             self._process.wait(timeout=15)
         except subprocess.TimeoutExpired:

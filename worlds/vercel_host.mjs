@@ -164,6 +164,9 @@ function answer(message) {
   process.stdout.write(JSON.stringify(message) + '\n');
 }
 
+// Import the package at once: a spare host is warm before it is given a World.
+load().catch(() => {});
+
 const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
 let inFlight = 0;
 let stdinClosed = false;
