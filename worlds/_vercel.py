@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import contextlib
 import json
 import os
 import re
@@ -96,7 +97,9 @@ _BY_NAME: dict[str, type[WorldError]] = {
     "WorkflowRunNotFoundError": RunNotFound,
     "HookNotFoundError": HookNotFound,
     "ZodError": InvalidRequest,
+    "UnsafeEntityIdError": InvalidRequest,
 }
+_INVALID = re.compile(r"^(Invalid|Unsafe) ")
 _NOT_FOUND = re.compile(r"\b(run|step|hook|event|wait)\b[^\n]*\bnot found\b", re.IGNORECASE)
 _FOUND_TYPES: dict[str, type[WorldError]] = {
     "run": RunNotFound,
@@ -126,6 +129,8 @@ def translate_error(exc: VercelCallError, *, run_id: str | None, now: datetime) 
         return HookNotFound(message, **facts)
     if kind is not None:
         return kind(message, **facts)
+    if exc.status == 400 or _INVALID.match(exc.message):
+        return InvalidRequest(message, **facts)
     match = _NOT_FOUND.search(exc.message)
     if match and (exc.status in (None, 404)):
         return _FOUND_TYPES[match.group(1).lower()](message, **facts)
@@ -167,6 +172,11 @@ def _error_in(value: Any) -> bytes | None:
         if inner.startswith(_ERROR_PREFIX):
             return base64.b64decode(inner[len(_ERROR_PREFIX) :])
     return json.dumps(value, sort_keys=True, default=str).encode()
+
+
+def _code(error: Any) -> str | None:
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
 
 
 def _context_out(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -449,7 +459,7 @@ class VercelWorld:
             execution_context=blob,
             output=raw.get("output"),
             error=_error_in(raw.get("error")),
-            error_code=raw.get("errorCode"),
+            error_code=raw.get("errorCode") or _code(raw.get("error")),
             cancel_reason=raw.get("cancelReason"),
             attributes=pairs,
             started_at=raw.get("startedAt"),
@@ -820,6 +830,8 @@ class VercelFactory:
     _package: InstalledPackage | None = attrs.field(default=None, init=False)
     _template: str | None = attrs.field(default=None, init=False)
     _admin: NodeHost | None = attrs.field(default=None, init=False)
+    _free: list[str] = attrs.field(factory=list, init=False)
+    _made: set[str] = attrs.field(factory=set, init=False)
     spares: int = 3
     _warm: list[NodeHost] = attrs.field(factory=list, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
@@ -862,9 +874,16 @@ class VercelFactory:
         """End the spare and administration Node processes (idempotent; also at exit)."""
         with self._lock:
             warm, self._warm = self._warm, []
-            admin, self._admin = self._admin, None
-        for host in [*warm, *([admin] if admin else [])]:
+            made, self._made, self._free = self._made, set(), []
+        for host in warm:
             host.close()
+        for name in sorted(made):
+            with contextlib.suppress(VercelCallError):
+                self._sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        with self._lock:
+            admin, self._admin = self._admin, None
+        if admin is not None:
+            admin.close()
 
     def _sql(self, *statements: str) -> Any:
         """Run statements on the server of ``database_url`` (the package's own pg client)."""
@@ -882,14 +901,37 @@ class VercelFactory:
         return self._package
 
     def _postgres_config(self, setup: WorldSetup) -> dict[str, Any]:
+        """A scratch database for one World: a free one emptied, or a new copy of the template.
+
+        Creating a database costs seconds; emptying the package's tables costs
+        milliseconds, so databases are reused (never by two open Worlds at once).
+        """
         assert self.database_url is not None
         base, _, _ = self.database_url.rpartition("/")
         if self._template is None:
             self._template = self._postgres_template(base)
-        name = f"durasim_vercel_{secrets.token_hex(6)}"
-        self._sql(f'CREATE DATABASE "{name}" TEMPLATE "{self._template}"')
+        with self._lock:
+            name = self._free.pop() if self._free else None
+        if name is None:
+            name = f"durasim_vercel_{secrets.token_hex(6)}"
+            self._sql(f'CREATE DATABASE "{name}" TEMPLATE "{self._template}"')
+        else:
+            self._empty(f"{base}/{name}")
         (setup.directory / "database").write_text(name)
         return {"connectionString": f"{base}/{name}", "maxPoolSize": 4}
+
+    def _empty(self, url: str) -> None:
+        assert self._admin is not None
+        self._admin.request(
+            "sql",
+            statements=[
+                "DO $$ DECLARE t text; BEGIN "
+                "SELECT string_agg(format('%I.%I', schemaname, tablename), ', ') INTO t "
+                "FROM pg_tables WHERE schemaname = 'workflow'; "
+                "IF t IS NOT NULL THEN EXECUTE 'TRUNCATE ' || t || ' CASCADE'; END IF; END $$"
+            ],
+            connectionString=url,
+        )
 
     def _postgres_template(self, base: str) -> str:
         """A database migrated by the package's own set-up, copied for every World."""
@@ -947,7 +989,7 @@ class VercelFactory:
         if test and test not in self.transcripts:
             host.transcript = self.transcripts[test] = []
         if self.database_url is not None:
-            world.on_close = lambda: self._drop(setup)
+            world.on_close = lambda: self._release(setup)
         return world
 
 
