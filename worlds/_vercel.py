@@ -962,13 +962,15 @@ class VercelFactory:
             self._sql(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')
         return name
 
-    def _drop(self, setup: WorldSetup) -> None:
+    def _release(self, setup: WorldSetup) -> None:
+        """The World closed: its database is free for the next one."""
         try:
             name = (setup.directory / "database").read_text()
         except OSError:
             return
-        with contextlib.suppress(VercelCallError):
-            self._sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        with self._lock:
+            self._free.append(name)
+            self._made.add(name)
 
     def __call__(self, setup: WorldSetup) -> VercelWorld:
         host = self._host(setup.clock)
