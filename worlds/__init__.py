@@ -108,7 +108,6 @@ from ._time import (
     SystemClock,
     housekeeping,
 )
-
 from ._vercel import NotExpressible, VercelFactory, VercelWorld, vercel_factory
 from ._vercel_host import InstalledPackage, NodeMissing, install_vercel_package
 
@@ -148,8 +147,8 @@ __all__ = [
     "HookStatus",
     "HooksFacet",
     "IdSource",
-    "InstalledPackage",
     "InBandSuperseded",
+    "InstalledPackage",
     "InvalidRequest",
     "LeaseLost",
     "MemoryWorld",

@@ -15,7 +15,6 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
-import contextlib
 import json
 import os
 import re
@@ -357,25 +356,24 @@ class VercelWorld:
         resumes: dict[str, datetime] = {}
         attempts: dict[str, int] = {}
         for seq, item in enumerate(raw, 1):
-            events.append(self._event(run_id, seq, item, tokens, resumes, attempts))
+            events.append(self._event(run_id, seq, item, (tokens, resumes, attempts)))
         return events
 
     def _event(
         self,
         run_id: str,
         seq: int,
-        item: dict[str, Any],
-        tokens: dict[str, str],
-        resumes: dict[str, datetime],
-        attempts: dict[str, int],
+        item: Any,
+        seen: tuple[dict[str, str], dict[str, datetime], dict[str, int]],
     ) -> Event:
+        tokens, resumes, attempts = seen
         kind = str(item.get("eventType"))
         try:
             etype = EventType(kind)
         except ValueError as exc:
             raise NotExpressible(f"Vercel event type {kind!r} has no durasim name") from exc
         cid = item.get("correlationId") or None
-        vdata: dict[str, Any] = item.get("eventData") or {}
+        vdata: Any = item.get("eventData") or {}
         data: dict[str, Any] = {}
         if etype is EventType.RUN_CREATED:
             data["workflow_name"] = vdata.get("workflowName")
@@ -446,7 +444,7 @@ class VercelWorld:
 
     # --- entities ---------------------------------------------------------------------
 
-    def run_record(self, raw: dict[str, Any], run_id: str | None = None) -> RunRecord:
+    def run_record(self, raw: Any, run_id: str | None = None) -> RunRecord:
         blob, pairs = _context_in(raw.get("executionContext"))
         return RunRecord(
             run_id=run_id or self.ids.durasim(raw.get("runId")),
@@ -461,12 +459,12 @@ class VercelWorld:
             error=_error_in(raw.get("error")),
             error_code=raw.get("errorCode") or _code(raw.get("error")),
             cancel_reason=raw.get("cancelReason"),
-            attributes=pairs,
+            attributes=dict(pairs),
             started_at=raw.get("startedAt"),
             completed_at=raw.get("completedAt"),
         )
 
-    def step_record(self, raw: dict[str, Any], run_id: str) -> StepRecord:
+    def step_record(self, raw: Any, run_id: str) -> StepRecord:
         return StepRecord(
             run_id=run_id,
             step_id=raw.get("stepId"),
@@ -486,6 +484,21 @@ class VercelWorld:
     async def run(self, run_id: str) -> RunRecord:
         raw = await self.call("runs.get", self.ids.vercel(run_id), run_id=run_id)
         return self.run_record(raw, run_id)
+
+
+def _mapped_on_creation(kind: str, run_id: str | None, ids: _Ids) -> bool:
+    """Whether a ``run_created`` for ``run_id`` lets Vercel mint the id (durasim keeps its own).
+
+    Only a durasim-legal id Vercel cannot take is mapped; a malformed one goes through,
+    so Vercel's own rules judge it.
+    """
+    if kind != "run_created" or run_id is None or run_id in ids.to_vercel:
+        return False
+    try:
+        check_run_id(run_id)
+    except (InvalidRequest, TypeError):
+        return False
+    return not _VERCEL_RUN_ID.match(run_id)
 
 
 class _Events:
@@ -524,7 +537,7 @@ class _Events:
             elif key == "conflicting_run_id":
                 vdata["conflictingRunId"] = self.w.ids.vercel(value)
             else:
-                vdata[_FIELDS_OUT.get(key, key)] = value
+                vdata[_FIELDS_OUT.get(str(key), str(key))] = value
         if kind == "run_created":
             vdata.setdefault("deploymentId", "")
             context = _context_out(data)
@@ -559,15 +572,8 @@ class _Events:
             params["resumeId"] = resume_id
         target: Any = w.ids.vercel(run_id)
         ours = run_id
-        if body["eventType"] == "run_created":
-            if run_id is not None and run_id not in w.ids.to_vercel:
-                try:
-                    check_run_id(run_id)
-                    legal = True
-                except (InvalidRequest, TypeError):
-                    legal = False
-                if legal and not _VERCEL_RUN_ID.match(run_id):
-                    target = None  # Vercel mints; the mapping keeps durasim's name
+        if _mapped_on_creation(body["eventType"], run_id, w.ids):
+            target = None  # Vercel mints; the mapping keeps durasim's name
         answer = await w.call("events.create", target, body, params, run_id=run_id)
         raw_event = answer.get("event")
         vercel_run = (raw_event or {}).get("runId") or (answer.get("run") or {}).get("runId")
@@ -580,9 +586,9 @@ class _Events:
         log = w.to_events(ours, raw_log)
         event: Event | None = None
         if raw_event is not None:
-            for item, folded in zip(raw_log, log, strict=True):
+            for item, translated in zip(raw_log, log, strict=True):
                 if item.get("eventId") == raw_event.get("eventId"):
-                    event = folded
+                    event = translated
                     break
             if event is None:
                 raise NotExpressible(

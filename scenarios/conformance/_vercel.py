@@ -65,7 +65,9 @@ class Difference:
         return not self.message or re.search(self.message, finding.message) is not None
 
 
-def load_profile(spec_version: int, package: str, path: Path | None = None) -> tuple[Difference, ...]:
+def load_profile(
+    spec_version: int, package: str, path: Path | None = None
+) -> tuple[Difference, ...]:
     """The documented differences for ``package`` at ``spec_version`` (the shipped file)."""
     if path is None:
         text = resources.files(__package__).joinpath(_PROFILES).read_text()
@@ -153,7 +155,10 @@ class VercelVerdict:
         if self.stale:
             lines += ["", "stale differences (listed, but the tests now pass: update the profile):"]
             lines += [f"  {d.test}: {d.reason}" for d in self.stale]
-        lines += ["", f"verdict: {self.line}" + (f"; {len(self.stale)} stale" if self.stale else "")]
+        lines += [
+            "",
+            f"verdict: {self.line}" + (f"; {len(self.stale)} stale" if self.stale else ""),
+        ]
         return "\n".join(lines)
 
     def write_repros(self, directory: Path) -> list[Path]:
@@ -299,7 +304,9 @@ def repro_script(
         if minted and minted not in names:
             names[minted] = f"run{len(names) + 1}"
             target = f"const {names[minted]} = "
-        line = f"{target}await call({number}, {int(call['now'])}, {json.dumps(call['path'])}, {args});"
+        line = (
+            f"{target}await call({number}, {int(call['now'])}, {json.dumps(call['path'])}, {args});"
+        )
         if minted:
             line = line.replace("await call(", "(await call(", 1).rstrip(";") + ")?.event?.runId;"
         calls.append(line)
