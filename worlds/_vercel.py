@@ -228,6 +228,7 @@ class _Ids:
     """durasim run ids <-> Vercel run ids, kept in ``ids.json`` for a reopened World."""
 
     path: Path
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
     to_vercel: dict[str, str] = attrs.field(factory=dict)
     to_durasim: dict[str, str] = attrs.field(factory=dict)
 
@@ -486,19 +487,38 @@ class VercelWorld:
         return self.run_record(raw, run_id)
 
 
-def _mapped_on_creation(kind: str, run_id: str | None, ids: _Ids) -> bool:
-    """Whether a ``run_created`` for ``run_id`` lets Vercel mint the id (durasim keeps its own).
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
-    Only a durasim-legal id Vercel cannot take is mapped; a malformed one goes through,
-    so Vercel's own rules judge it.
+
+def vercel_run_id(now: datetime) -> str:
+    """A ``wrun_<ULID>`` stamped ``now`` (the virtual clock), as Vercel's clients mint them."""
+    value = (int(now.timestamp() * 1000) << 80) | secrets.randbits(80)
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "wrun_" + "".join(reversed(chars))
+
+
+def _vercel_id_for_creation(kind: str, run_id: str | None, ids: _Ids, now: datetime) -> Any:
+    """The run id a ``run_created`` sends: durasim's own mapped to a Vercel id, or as given.
+
+    A durasim-legal id Vercel cannot take (``r1``) gets a Vercel id minted here and kept
+    BEFORE the call, so concurrent creations of one durasim id send one Vercel id and
+    Vercel judges the duplicate.  A malformed id goes through, for Vercel's rules to judge.
     """
     if kind != "run_created" or run_id is None or run_id in ids.to_vercel:
-        return False
+        return ids.vercel(run_id)
     try:
         check_run_id(run_id)
     except (InvalidRequest, TypeError):
-        return False
-    return not _VERCEL_RUN_ID.match(run_id)
+        return run_id
+    if _VERCEL_RUN_ID.match(run_id):
+        return run_id
+    with ids.lock:
+        if run_id not in ids.to_vercel:
+            ids.add(run_id, vercel_run_id(now))
+    return ids.to_vercel[run_id]
 
 
 class _Events:
@@ -570,17 +590,13 @@ class _Events:
         resume_id = (getattr(request, "data", None) or {}).get("resume_id")
         if resume_id is not None:
             params["resumeId"] = resume_id
-        target: Any = w.ids.vercel(run_id)
+        target = _vercel_id_for_creation(body["eventType"], run_id, w.ids, w.clock.now())
         ours = run_id
-        if _mapped_on_creation(body["eventType"], run_id, w.ids):
-            target = None  # Vercel mints; the mapping keeps durasim's name
         answer = await w.call("events.create", target, body, params, run_id=run_id)
         raw_event = answer.get("event")
         vercel_run = (raw_event or {}).get("runId") or (answer.get("run") or {}).get("runId")
         if ours is None:
             ours = vercel_run
-        elif target is None and vercel_run:
-            w.ids.add(ours, vercel_run)
         assert ours is not None
         raw_log = await w.raw_log(ours)
         log = w.to_events(ours, raw_log)
