@@ -217,7 +217,7 @@ _FIELDS_IN = {v: k for k, v in _FIELDS_OUT.items()}
 _UNNAMED: dict[str, frozenset[str]] = {
     "step_created": frozenset({"inline", "creator_message_id"}),
     "step_started": frozenset({"owner_message_id", "start_reason", "attempt"}),
-    "wait_completed": frozenset({"early", "resume_at"}),
+    "wait_completed": frozenset({"resume_at"}),
     "hook_received": frozenset({"token"}),
     "hook_conflict": frozenset({"token", "conflicting_hook_id", "metadata", "is_webhook"}),
 }
@@ -273,6 +273,10 @@ class VercelWorld:
         self.spec = Spec(int(info.get("specVersion") or 1))
         self._clock = clock
         self.ids = _Ids.load(directory / "ids.json")
+        #: Fields Vercel has no name for, kept by the adapter by Vercel event id (not
+        #: durable): ``wait_completed``'s ``early`` (Vercel never checks that a wait is
+        #: due) and, on spec 3, ``run_cancelled``'s ``reason``.
+        self.kept: dict[str, Any] = {}
         declared = info.get("capabilities") or {}
         self._capabilities = Capabilities(
             in_band_fence=False,
@@ -395,6 +399,8 @@ class VercelWorld:
         elif etype is EventType.RUN_CANCELLED:
             if vdata.get("cancelReason") is not None:
                 data["reason"] = vdata["cancelReason"]
+            elif str(item.get("eventId")) in self.kept:
+                data["reason"] = self.kept[str(item.get("eventId"))]
         elif etype is EventType.STEP_CREATED:
             data["step_name"] = vdata.get("stepName")
             data["input"] = vdata.get("input")
@@ -430,6 +436,8 @@ class VercelWorld:
             data["resume_at"] = vdata.get("resumeAt")
             resumes[cid or ""] = vdata.get("resumeAt")
         elif etype is EventType.WAIT_COMPLETED:
+            if str(item.get("eventId")) in self.kept:
+                data["early"] = self.kept[str(item.get("eventId"))]
             resume_at = vdata.get("resumeAt") or resumes.get(cid or "")
             if resume_at is not None:
                 data["resume_at"] = resume_at
@@ -484,7 +492,15 @@ class VercelWorld:
 
     async def run(self, run_id: str) -> RunRecord:
         raw = await self.call("runs.get", self.ids.vercel(run_id), run_id=run_id)
-        return self.run_record(raw, run_id)
+        record = self.run_record(raw, run_id)
+        if record.status is RunStatus.CANCELLED and record.cancel_reason is None and self.kept:
+            for item in await self.raw_log(run_id):
+                if item.get("eventType") == "run_cancelled":
+                    reason = self.kept.get(str(item.get("eventId")))
+                    if isinstance(reason, str):
+                        record = attrs.evolve(record, cancel_reason=reason)
+                    break
+        return record
 
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -549,11 +565,11 @@ class _Events:
             if key == "error":
                 vdata["error"] = _error_out(value)
             elif key == "reason":
-                if not self.w.spec.modern:
-                    raise NotExpressible("run_cancelled: spec version 3 has no cancel reason")
-                vdata["cancelReason"] = value
-            elif key == "resume_id":
-                continue  # a parameter, below
+                if self.w.spec.modern:
+                    vdata["cancelReason"] = value
+                # spec 3 has no field: the adapter keeps it (VercelWorld.kept)
+            elif key in ("resume_id", "early"):
+                continue  # a parameter, below; early: kept by the adapter
             elif key == "conflicting_run_id":
                 vdata["conflictingRunId"] = self.w.ids.vercel(value)
             else:
@@ -593,6 +609,12 @@ class _Events:
         target = _vercel_id_for_creation(body["eventType"], run_id, w.ids, w.clock.now())
         ours = run_id
         answer = await w.call("events.create", target, body, params, run_id=run_id)
+        sent = getattr(request, "data", None) or {}
+        created = answer.get("event") if isinstance(answer, dict) else None
+        if isinstance(created, dict) and created.get("eventId"):
+            for key in ("early", "reason"):
+                if key in sent and (key == "early" or not w.spec.modern):
+                    w.kept[str(created["eventId"])] = sent[key]
         raw_event = answer.get("event")
         vercel_run = (raw_event or {}).get("runId") or (answer.get("run") or {}).get("runId")
         if ours is None:
