@@ -493,10 +493,12 @@ class VercelWorld:
     async def run(self, run_id: str) -> RunRecord:
         raw = await self.call("runs.get", self.ids.vercel(run_id), run_id=run_id)
         record = self.run_record(raw, run_id)
-        if record.status is RunStatus.CANCELLED and record.cancel_reason is None and self.kept:
+        if record.status is RunStatus.CANCELLED and record.cancel_reason is None:
+            # the reason is the first run_cancelled's (Vercel's run entity may lack it)
             for item in await self.raw_log(run_id):
                 if item.get("eventType") == "run_cancelled":
-                    reason = self.kept.get(str(item.get("eventId")))
+                    reason = (item.get("eventData") or {}).get("cancelReason")
+                    reason = reason or self.kept.get(str(item.get("eventId")))
                     if isinstance(reason, str):
                         record = attrs.evolve(record, cancel_reason=reason)
                     break
@@ -608,6 +610,11 @@ class _Events:
             params["resumeId"] = resume_id
         target = _vercel_id_for_creation(body["eventType"], run_id, w.ids, w.clock.now())
         ours = run_id
+        before: set[str] = set()
+        if resume_id is not None and ours is not None:
+            # a deduplicated resume answers the canonical event: allocated 0 (derived)
+            with contextlib.suppress(WorldError, VercelCallError):
+                before = {str(e.get("eventId")) for e in await w.raw_log(ours)}
         answer = await w.call("events.create", target, body, params, run_id=run_id)
         sent = getattr(request, "data", None) or {}
         created = answer.get("event") if isinstance(answer, dict) else None
@@ -658,7 +665,9 @@ class _Events:
             hook=hook,
             wait=wait,
             unseen=unseen,
-            allocated=1 if raw_event is not None else 0,
+            allocated=1
+            if raw_event is not None and str(raw_event.get("eventId")) not in before
+            else 0,
         )
 
     async def create_batch(
