@@ -8,16 +8,17 @@ const world = (pkg.createWorld ?? pkg.createLocalWorld)(
     ? { connectionString: process.env.WORKFLOW_POSTGRES_URL }
     : { dataDir: mkdtempSync(join(tmpdir(), 'repro-')) },
 );
+const SPEC = Number(process.env.SPEC_VERSION ?? 3);
 const bytes = (s) => new Uint8Array(Buffer.from(s));
 let twice = 0;
 for (let i = 0; i < 20; i++) {
   const { run } = await world.events.create(null, {
-    eventType: 'run_created', specVersion: 3,
+    eventType: 'run_created', specVersion: SPEC,
     eventData: { deploymentId: '', workflowName: 'wf', input: bytes('in') },
   });
   const answers = await Promise.allSettled([
-    world.events.create(run.runId, { eventType: 'run_failed', specVersion: 3, eventData: { error: 'e' } }),
-    world.events.create(run.runId, { eventType: 'run_cancelled', specVersion: 3 }),
+    world.events.create(run.runId, { eventType: 'run_failed', specVersion: SPEC, eventData: { error: 'e' } }),
+    world.events.create(run.runId, { eventType: 'run_cancelled', specVersion: SPEC }),
   ]);
   const { data } = await world.events.list({ runId: run.runId, pagination: { limit: 100 } });
   const ends = data.filter((e) => ['run_completed', 'run_failed', 'run_cancelled'].includes(e.eventType));
