@@ -49,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -521,6 +522,43 @@ async def child_leak(path: str, total: int) -> None:
     print(json.dumps({"samples": samples}))
 
 
+async def child_leak_fresh(total: int) -> None:
+    """Back-to-back runs, each on a fresh MemoryWorld with a fresh Worker, dropped after its
+    drain (issue 22: the lingering heartbeat held each Worker, World and log)."""
+    checkpoints = sorted({100, min(1_000, total), total})
+    samples = []
+    done = 0
+    begin = time.perf_counter()
+    for checkpoint in checkpoints:
+        while done < checkpoint:
+            world = MemoryWorld(clock=FixedClock(), ids=CountingIds())
+            run = await start(small, done, world=world)
+            worker = Worker(world)
+            await worker.drain()
+            assert await run.result() == done + 3
+            done += 1
+        del world, run, worker
+        objects = durasim_objects()
+        samples.append(
+            {
+                "workflows": done,
+                "rss_mb": rss_now_mb(),
+                "durasim_objects": sum(objects.values()),
+                "worlds_alive": objects["MemoryWorld"],
+                "threads": threading.active_count(),
+                "seconds": time.perf_counter() - begin,
+            }
+        )
+    print(json.dumps({"samples": samples}))
+
+
+async def leak_fresh(total: int) -> dict[str, Any]:
+    result = json.loads(child(["leak-fresh", str(total)]))
+    for sample in result["samples"]:
+        print(f"  {json.dumps(sample)}", flush=True)
+    return result
+
+
 async def leak(directory: Path, total: int) -> dict[str, Any]:
     output = child(["leak", str(directory / "leak.db"), str(total)])
     result = json.loads(output)
@@ -692,14 +730,22 @@ if __name__ == "__main__":
     parser.add_argument(
         "--alternate", type=int, metavar="ROUNDS", help="only durasim power vs DBOS, in turns"
     )
+    parser.add_argument(
+        "--leak-fresh", type=int, metavar="N", help="only N back-to-back fresh Worker+World runs"
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.child:
         mode, *rest = arguments.child
         if mode == "cold":
             asyncio.run(child_cold(rest[0], rest[1]))
+        elif mode == "leak-fresh":
+            asyncio.run(child_leak_fresh(int(rest[0])))
         else:
             asyncio.run(child_leak(rest[0], int(rest[1])))
+        sys.exit(0)
+    if arguments.leak_fresh:
+        print(json.dumps(asyncio.run(leak_fresh(arguments.leak_fresh))))
         sys.exit(0)
     if arguments.alternate:
         print(json.dumps(asyncio.run(alternate(arguments.peers_python, arguments.alternate))))

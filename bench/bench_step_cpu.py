@@ -53,17 +53,21 @@ async def _run(n: int, kind: str) -> None:
     assert result == sum(range(n)), result
 
 
-def measure(n: int, kind: str) -> float:
-    """CPU microseconds per step of one run of ``n`` steps."""
-    began = time.process_time()
+def measure(n: int, kind: str) -> tuple[float, float]:
+    """CPU and wall microseconds per step of one run of ``n`` steps."""
+    began, wall = time.process_time(), time.perf_counter()
     asyncio.run(_run(n, kind))
-    return (time.process_time() - began) / n * 1e6
+    return (
+        (time.process_time() - began) / n * 1e6,
+        (time.perf_counter() - wall) / n * 1e6,
+    )
 
 
 def compare(pythons: list[str], n: int, rounds: int) -> None:
     here = Path(__file__).resolve()
     for kind in ("async", "sync"):
         per: dict[str, list[float]] = {p: [] for p in pythons}
+        walls: dict[str, list[float]] = {p: [] for p in pythons}
         for _ in range(rounds):
             for python in pythons:
                 out = subprocess.run(
@@ -73,14 +77,18 @@ def compare(pythons: list[str], n: int, rounds: int) -> None:
                     check=True,
                     cwd=here.parent,
                 )
-                per[python].append(float(out.stdout.split()[-2]))
-        base, other = per[pythons[0]], per[pythons[1]]
-        ratios = [b / a for a, b in zip(base, other, strict=True)]
-        print(
-            f"{kind}: {statistics.median(base):.1f} vs {statistics.median(other):.1f} us/step "
-            f"(medians); median per-round ratio {statistics.median(ratios):.3f} "
-            f"({', '.join(f'{r:.2f}' for r in ratios)})"
-        )
+                words = out.stdout.split()
+                per[python].append(float(words[-6]))
+                walls[python].append(float(words[-3]))
+        for what, table in (("CPU", per), ("wall", walls)):
+            base, other = table[pythons[0]], table[pythons[1]]
+            ratios = [b / a for a, b in zip(base, other, strict=True)]
+            print(
+                f"{kind} {what}: {statistics.median(base):.1f} vs {statistics.median(other):.1f} "
+                f"us/step (medians); median per-round ratio {statistics.median(ratios):.3f} "
+                f"({', '.join(f'{r:.2f}' for r in ratios)})",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -93,7 +101,8 @@ def main() -> None:
     if args.compare:
         compare(args.compare, args.steps, args.rounds)
     else:
-        print(f"{args.kind} {args.steps} steps: {measure(args.steps, args.kind):.1f} us/step")
+        cpu, wall = measure(args.steps, args.kind)
+        print(f"{args.kind} {args.steps} steps: {cpu:.1f} us/step CPU, {wall:.1f} us/step wall")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Sync step bodies in a thread (the default) or on the worker's loop, side by side.
+"""Sync step bodies: ``auto`` (the default), always in a thread, or on the loop, side by side.
 
     .venv/bin/python bench/bench_sync_steps.py [--n 1000] [--repeat 5]
 
@@ -53,16 +53,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--kinds", nargs="+", default=["memory", "process", "power"])
     args = parser.parse_args()
-    for kind in ("memory", "process", "power"):
-        runs: dict[str, list[float]] = {"thread": [], "inline": []}
+    for kind in args.kinds:
+        runs: dict[str, list[float]] = {"auto": [], "thread": [], "inline": []}
         for _ in range(args.repeat):
             for mode, figures in runs.items():
                 figures.append(asyncio.run(steps_per_second(kind, args.n, mode)))
-        thread, inline = (statistics.median(runs[m]) for m in ("thread", "inline"))
+        auto, thread, inline = (statistics.median(runs[m]) for m in ("auto", "thread", "inline"))
         print(
-            f"{kind:8s} thread {thread:7,.0f} steps/s   inline {inline:7,.0f} steps/s   "
-            f"inline/thread {inline / thread:.2f}x"
+            f"{kind:8s} auto {auto:7,.0f}  thread {thread:7,.0f}  inline {inline:7,.0f} steps/s"
+            f"   auto/thread {auto / thread:.2f}x  auto/inline {auto / inline:.2f}x",
+            flush=True,
         )
 
 

@@ -16,6 +16,9 @@
   from several instances of the World at once, whose history must be
   linearizable against the reference (:func:`check_linearizable`); an anomaly
   is named (:data:`ANOMALIES`) and shrunk to a minimal witness.
+* :class:`Timeline`: what a run's log (:func:`timeline_from_log`) or a simulation
+  (:func:`timeline_from_sim`) did, lane by lane, with its failure highlighted;
+  :func:`render_timeline_html` draws it as one self-contained HTML page.
 * :func:`check_crashes`: kills a durable World inside its calls (SIGKILL of a
   child process, or a cancelled task), reopens it and checks that everything
   acknowledged is there, nothing is half-applied and no position is reused.
@@ -35,7 +38,13 @@ from ._crash import (
 from ._crash_compare import CRASH_CLASSES
 from ._crash_run import CrashCheckError, factory_reference
 from ._determinism import DeterminismVerdict, check_determinism
-from ._export import LogFileError, event_from_json, event_to_json, load_logs
+from ._export import (
+    LogFileError,
+    annotated_event_json,
+    event_from_json,
+    event_to_json,
+    load_logs,
+)
 from ._fresh import (
     CLOCK_SHIFT,
     DEFAULT_CHILD_HASH_SEED,
@@ -49,12 +58,33 @@ from ._fresh import (
     replay_in_fresh_process,
     start_replay_server,
 )
+from ._histories import (
+    HistoryVerdict,
+    assert_histories_replay,
+    export_history,
+    migrate_run,
+    replay_histories,
+    replay_history,
+    replay_world,
+)
 from ._invariants import Report, StoredRun, Violation, check_invariants, check_log, check_logs
 from ._linear import Call, Linearization, Record, check_linearizable
 from ._model import WorldModel
 from ._model_run import WorldModelFailure, run_world_model, world_model_for
 from ._oracle import VERDICTS, ReplayVerdict, verify_replay, verify_replay_log
 from ._rules import RULES
+from ._timeline import (
+    MAX_DETAIL,
+    MAX_MARKS,
+    Timeline,
+    TimelineLane,
+    TimelineMark,
+    TimelineSpan,
+    TimelineVerdict,
+    timeline_from_log,
+)
+from ._timeline_html import PAGE_SIZE, render_timeline_html
+from ._timeline_sim import timeline_from_sim
 
 __all__ = [
     "ANOMALIES",
@@ -65,6 +95,9 @@ __all__ = [
     "DEFAULT_CRASH_TRIALS",
     "FRESH_ENV_VAR",
     "FRESH_TZ",
+    "MAX_DETAIL",
+    "MAX_MARKS",
+    "PAGE_SIZE",
     "RULES",
     "VERDICTS",
     "Anomaly",
@@ -77,15 +110,23 @@ __all__ = [
     "DeterminismVerdict",
     "FreshProcessUnavailable",
     "FreshReplay",
+    "HistoryVerdict",
     "Linearization",
     "LogFileError",
     "Record",
     "ReplayVerdict",
     "Report",
     "StoredRun",
+    "Timeline",
+    "TimelineLane",
+    "TimelineMark",
+    "TimelineSpan",
+    "TimelineVerdict",
     "Violation",
     "WorldModel",
     "WorldModelFailure",
+    "annotated_event_json",
+    "assert_histories_replay",
     "check_crashes",
     "check_determinism",
     "check_invariants",
@@ -96,15 +137,23 @@ __all__ = [
     "describe_fresh_process",
     "event_from_json",
     "event_to_json",
+    "export_history",
     "factory_reference",
     "finished_logs",
     "load_logs",
+    "migrate_run",
     "name_anomaly",
     "read_anomalies",
+    "render_timeline_html",
+    "replay_histories",
+    "replay_history",
     "replay_in_fresh_process",
+    "replay_world",
     "run_concurrency",
     "run_world_model",
     "start_replay_server",
+    "timeline_from_log",
+    "timeline_from_sim",
     "verify_replay",
     "verify_replay_log",
     "world_model_for",

@@ -37,12 +37,16 @@ from ._errors import (
     WorkflowFailed,
     WorkflowSandboxError,
 )
+from ._fork import fork_run, resume_run
 from ._hooks import Hook, HookConflict, create_hook, resume_hook
 from ._leases import LeaseOptionsError, LeasePolicy
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
 from ._orchestrator import DeliveryReport, Limits
+from ._otel import TracingUnavailable, disable_tracing, enable_tracing, tracing_enabled
+from ._patches import PatchError, deprecate_patch, patched
 from ._run import DEFAULT_HOME, default_world, run
 from ._streams import StreamRewriteError, Writable, get_writable, read_stream
+from ._versions import DeploymentError
 from ._waiting import as_completed, sleep, wait
 from ._waiting import route_stdlib as _route_stdlib
 from ._webhooks import Webhook, WebhookRequest, create_webhook, webhook_app
@@ -62,6 +66,7 @@ __all__ = [
     "CancellationToken",
     "DefinitionNotFound",
     "DeliveryReport",
+    "DeploymentError",
     "FatalError",
     "Hook",
     "HookConflict",
@@ -73,6 +78,7 @@ __all__ = [
     "LeasePolicy",
     "Limits",
     "ManifestError",
+    "PatchError",
     "ReplayDivergence",
     "RetryableError",
     "RevivedError",
@@ -83,6 +89,7 @@ __all__ = [
     "StepFunction",
     "StepMetadata",
     "StreamRewriteError",
+    "TracingUnavailable",
     "Webhook",
     "WebhookRequest",
     "Worker",
@@ -97,18 +104,25 @@ __all__ = [
     "create_hook",
     "create_webhook",
     "default_world",
+    "deprecate_patch",
+    "disable_tracing",
+    "enable_tracing",
+    "fork_run",
     "get_run",
     "get_step_metadata",
     "get_workflow_metadata",
     "get_writable",
     "now",
+    "patched",
     "read_stream",
     "resume_hook",
+    "resume_run",
     "run",
     "serializable",
     "sleep",
     "start",
     "step",
+    "tracing_enabled",
     "wait",
     "webhook_app",
     "workflow",

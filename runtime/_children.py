@@ -40,6 +40,7 @@ from ._decorators import step
 from ._errors import HookNotFoundError, RunCancelledError, RunNotFinished, WorkflowFailed
 from ._hooks import create_hook, resume_hook
 from ._metadata import get_step_metadata, step_world
+from ._versions import run_deployment
 from ._wake import enqueue_wake
 from .serialization import deserialize
 
@@ -119,15 +120,17 @@ async def start_child(workflow_id: str, input: bytes) -> str:
     child_id = child_run_id(meta.run_id, number)
     parent = await world.runs.get(meta.run_id)
     root = parent.attributes.get(ROOT_ATTR) or meta.run_id
+    deployment = run_deployment(parent)  # a run tree runs on the version of its root
     request = EventRequest.of(
         EventType.RUN_CREATED,
         workflow_name=workflow_id,
         input=input,
         attributes=((PARENT_ATTR, meta.run_id), (ROOT_ATTR, root)),
+        **({} if deployment is None else {"deployment_id": deployment}),
     )
     with contextlib.suppress(EntityConflict):  # made by an earlier attempt
         await world.events.create(child_id, request)
-    await enqueue_wake(world, child_id, key=f"start:{child_id}")
+    await enqueue_wake(world, child_id, key=f"start:{child_id}", deployment=deployment)
     return child_id
 
 

@@ -37,6 +37,7 @@ from ._replay import (
     Command,
     DisposeCommand,
     HookCommand,
+    PatchCommand,
     Replay,
     StepCommand,
     StepState,
@@ -45,10 +46,11 @@ from ._replay import (
 )
 from ._settlement import DeliveryStatus
 from ._signals import mark_cancelled
-from ._steps import StepOutcome, execute_step, exhausted
-from ._wake import STEP_QUEUE, enqueue_wake
+from ._steps import StepOutcome, execute_step, exhausted, failures_log
+from ._wake import enqueue_wake, pinned_queue
 from ._writer import InBandWriter, Kept, error_bytes
 from .serialization import FatalError, SerializationError, serialize
+from .serialization._tracebacks import ErrorText
 
 if TYPE_CHECKING:
     from ._orchestrator import DeliveryReport, Limits
@@ -82,6 +84,8 @@ class RunDelivery:
         self.report = report
         #: The workflow's metadata, for step bodies (set once the run has started).
         self.metadata: WorkflowMetadata | None = None
+        #: The version the run is pinned to: its messages go to that version's queues.
+        self.deployment: str | None = None
 
     @property
     def workflow(self) -> WorkflowMetadata:
@@ -104,6 +108,7 @@ class RunDelivery:
             return None
         replay = kept.replay
         replay.busy_seconds = 0.0  # the budget is per delivery
+        replay.preload(self.writer.events[replay.consumed :])  # tokens, patches, horizon
         try:
             for event in self.writer.events[replay.consumed :]:
                 if event.type in RUN_TERMINAL_TYPES:
@@ -195,6 +200,7 @@ class RunDelivery:
                         world,
                         writer.run_id,
                         key=f"handover:{writer.run_id}:{len(writer.events)}",
+                        deployment=self.deployment,
                     )
                     report.wake_at = world.clock.now()
                     report.status = _SUSPENDED
@@ -262,6 +268,7 @@ class RunDelivery:
             world,
             writer.run_id,
             [s.correlation_id for s in replay.open_steps() if not s.inline and s.attempts == 0],
+            self.deployment,
         )
         report.wake_at = await self.schedule_wake(replay)
         report.status = _SUSPENDED
@@ -289,7 +296,8 @@ class RunDelivery:
                     attempt=attempt,
                     now=world.clock.now(),
                     workflow=self.workflow,
-                    sync_in_thread=limits.sync_steps == "thread",
+                    sync_in_thread=limits.sync_steps != "inline",
+                    quick_inline=limits.sync_steps == "auto",
                     payloads=writer.replay.payloads if writer.replay is not None else None,
                 )
             finally:
@@ -366,8 +374,10 @@ class RunDelivery:
         if not written or written[0] != provisional:
             writer.stale = True
             return False
+        if requests[-1].type.value == "run_failed":
+            _log_run_failed(writer.run_id, replay.outcome()[1], "USER_ERROR")
         launch(written)
-        await _dispatch(world, writer.run_id, queued)
+        await _dispatch(world, writer.run_id, queued, self.deployment)
         return replay.done
 
     async def write_commands(
@@ -391,7 +401,7 @@ class RunDelivery:
             requests, queued = _creations(run, capacity, limits)
             capacity -= sum(1 for r in requests if r.type is T.STEP_STARTED)
             launch(await writer.write_batch(requests))
-            await _dispatch(world, writer.run_id, queued)
+            await _dispatch(world, writer.run_id, queued, self.deployment)
             run.clear()
 
         for command in commands:
@@ -436,16 +446,36 @@ class RunDelivery:
             self.writer.run_id,
             key=f"wake:{self.writer.run_id}:{due.isoformat()}",
             delay=delay,
+            deployment=self.deployment,
         )
         return due
 
     async def finish(self, replay: Replay) -> None:
-        await self.writer.write(_terminal_request(replay))
+        request = _terminal_request(replay)
+        await self.writer.write(request)
+        if request.type.value == "run_failed":
+            _log_run_failed(self.writer.run_id, replay.outcome()[1], "USER_ERROR")
 
     async def fail(self, error: BaseException, code: str) -> None:
         await self.writer.write(
             EventRequest.of("run_failed", error=error_bytes(error), error_code=code)
         )
+        _log_run_failed(self.writer.run_id, error, code)
+
+
+def _log_run_failed(run_id: str, error: object, code: str) -> None:
+    """The run's end, when it failed: its id, the code, the error with its traceback."""
+    if not isinstance(error, BaseException) or not failures_log.isEnabledFor(logging.ERROR):
+        return
+    failures_log.error(
+        "run %s failed (%s): %s: %s\n%s",
+        run_id,
+        code,
+        type(error).__name__,
+        error,
+        ErrorText(error),
+        extra={"run_id": run_id, "outcome": "failed", "error_code": code},
+    )
 
 
 def _terminal_request(replay: Replay) -> EventRequest:
@@ -458,7 +488,9 @@ def _terminal_request(replay: Replay) -> EventRequest:
     return EventRequest.of("run_failed", error=error_bytes(value), error_code="USER_ERROR")
 
 
-def _single_request(command: HookCommand | DisposeCommand | AttrCommand) -> EventRequest:
+def _single_request(
+    command: HookCommand | DisposeCommand | AttrCommand | PatchCommand,
+) -> EventRequest:
     if isinstance(command, HookCommand):
         return EventRequest.of(
             "hook_created",
@@ -500,11 +532,13 @@ def _creations(
     return requests, queued
 
 
-async def _dispatch(world: World, run_id: str, correlation_ids: list[str]) -> None:
-    """Queue a message for each step created with ``inline=False``."""
+async def _dispatch(
+    world: World, run_id: str, correlation_ids: list[str], deployment: str | None = None
+) -> None:
+    """Queue a message for each step created with ``inline=False`` (its version's queue)."""
     for correlation_id in correlation_ids:
         await world.queue.enqueue(
-            STEP_QUEUE,
+            pinned_queue(deployment, "step"),
             json.dumps({"run": run_id, "step": correlation_id}, sort_keys=True).encode(),
             run_id=run_id,
             idempotency_key=f"step:{run_id}:{correlation_id}",

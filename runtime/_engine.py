@@ -15,6 +15,7 @@ carry an attribute gets a fresh engine per call, which keeps no replays.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import threading
 from collections import OrderedDict
@@ -30,7 +31,16 @@ from ._orchestrator import DeliveryReport, Limits, run_delivery
 from ._queued import run_queued_step
 from ._settlement import DROP, DeliveryStatus, Settlement, settle, settle_step
 from ._signals import Cancellations
-from ._wake import MalformedMessage, StepMessage, WakeMessage, enqueue_wake, parse_message
+from ._versions import VersionPolicy, run_deployment
+from ._wake import (
+    MalformedMessage,
+    StepMessage,
+    WakeMessage,
+    enqueue_wake,
+    is_step_queue,
+    parse_message,
+    pinned_queue,
+)
 from ._writer import Superseded
 
 if TYPE_CHECKING:
@@ -121,8 +131,12 @@ class Engine:
         attempt: int = 1,
         divergences: int = 0,
         min_seq: int = 0,
+        versions: VersionPolicy | None = None,
     ) -> DeliveryReport:
         """One orchestrator delivery of ``run_id``: what it did, and how it ended.
+
+        ``versions``: deliver only a run of these versions (else the delivery
+        moves the wake-up to the run's version's queue and ends).
 
         The steps are :func:`~durasim.runtime._orchestrator.run_delivery`'s (the
         module docstring of ``_orchestrator``); here, what ends a delivery early
@@ -139,7 +153,9 @@ class Engine:
         limits = limits or Limits()
         report = DeliveryReport(run_id=run_id, divergences=divergences)
         try:
-            await run_delivery(self, run_id, limits, report, attempt=attempt, min_seq=min_seq)
+            await run_delivery(
+                self, run_id, limits, report, attempt=attempt, min_seq=min_seq, versions=versions
+            )
         except Superseded as exc:
             log.info("run %s: this delivery was superseded (%s); stopping", run_id, exc)
             report.status = DeliveryStatus.SUPERSEDED
@@ -175,9 +191,15 @@ class Engine:
         attempt: int,
         limits: Limits,
         sync_in_thread: bool,
+        quick_inline: bool = False,
         log_failures: bool = True,
+        versions: VersionPolicy | None = None,
     ) -> Handled:
         """Run one claimed message and say how to settle it.
+
+        ``versions``: which runs this driver serves (a worker's version,
+        runtime/_versions.py); a message of a run pinned to another version is
+        moved to that version's queue, logged, and not run.  ``None``: every run.
 
         A World failure (or a bug) while running it does not escape: the message
         is released with a back-off (``max_deliveries`` bounds the retries), and
@@ -190,13 +212,55 @@ class Engine:
         except MalformedMessage as exc:
             log.error("dropping a malformed message: %s", exc)
             return Handled(DROP)
+        if versions is not None and versions.serve_all:
+            versions = None
+        if versions is not None and not versions.own_queue(queue_name):
+            # An unversioned message (or a version's we do not serve): whose run is it?
+            if await self._move_elsewhere(queue_name, payload, message.run_id, versions):
+                return Handled(DROP)
+            versions = None  # checked: the delivery need not check again
         return await self.handle_message(
             message,
+            versions=versions,
             attempt=attempt,
             limits=limits,
             sync_in_thread=sync_in_thread,
+            quick_inline=quick_inline,
             log_failures=log_failures,
         )
+
+    async def _move_elsewhere(
+        self, queue_name: str, payload: bytes | str, run_id: str, versions: VersionPolicy
+    ) -> bool:
+        """Move the message of a run of another version to its queue; whether it was."""
+        try:
+            run = await self.world.runs.get(run_id)
+        except RunNotFound:
+            return False  # the delivery says so
+        if versions.serves(run):
+            return False
+        pinned = run_deployment(run)
+        kind = "step" if is_step_queue(queue_name) else "run"
+        raw = payload.encode() if isinstance(payload, str) else bytes(payload)
+        target = pinned_queue(pinned, kind)
+        await self.world.queue.enqueue(
+            target,
+            raw,
+            run_id=run_id,
+            orchestrator=kind == "run",
+            idempotency_key=f"moved:{run_id}:{hashlib.sha256(raw).hexdigest()[:16]}",
+        )
+        log.warning(
+            "run %s is pinned to version %s; this worker serves %s: leaving it to that "
+            "version's workers (its message moved to queue %s; `durasim migrate %s --to "
+            "VERSION` moves the run)",
+            run_id,
+            pinned,
+            ", ".join(versions.served()) or "no version",
+            target,
+            run_id,
+        )
+        return True
 
     async def handle_message(
         self,
@@ -205,13 +269,22 @@ class Engine:
         attempt: int,
         limits: Limits,
         sync_in_thread: bool,
+        quick_inline: bool = False,
         log_failures: bool = True,
+        versions: VersionPolicy | None = None,
     ) -> Handled:
-        """:meth:`handle` for a message its driver has parsed already (the simulator)."""
+        """:meth:`handle` for a message its driver has parsed already (the simulator).
+
+        ``versions``: the delivery checks that the run is still one of them (a
+        migrated run's stale messages in this version's queue move on).
+        """
         if isinstance(message, StepMessage):
             try:
                 retry_in = await run_queued_step(
-                    self.world, message.payload, sync_in_thread=sync_in_thread
+                    self.world,
+                    message.payload,
+                    sync_in_thread=sync_in_thread,
+                    quick_inline=quick_inline,
                 )
             except Exception as exc:
                 if log_failures:
@@ -230,6 +303,7 @@ class Engine:
                 attempt=attempt,
                 divergences=message.divergences,
                 min_seq=message.seq,
+                versions=versions,
             )
         except Exception as exc:
             if log_failures:

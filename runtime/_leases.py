@@ -31,6 +31,7 @@ import logging
 import math
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
@@ -276,6 +277,76 @@ def _steps_on(thread_id: int, *, since: float) -> list[str]:
     return [name for name, began in list(_running.get(thread_id, ())) if began <= since]
 
 
+class _BeatState:
+    """What the heartbeat thread holds: the World only while a lease is held.
+
+    The thread outlives its last user by :data:`Heartbeat.LINGER_SECONDS`; were it to
+    hold the :class:`Heartbeat` (and so the World and its whole log) all that time, a
+    worker dropped after :meth:`Worker.drain` would stay alive with everything it
+    read.  So the thread holds this, and :meth:`Heartbeat.release` clears ``world``
+    and the watched loop as the last user leaves (the renewer made from the World is
+    closed at the thread's next beat).
+    """
+
+    __slots__ = (
+        "_watched",
+        "_watched_thread",
+        "closed",
+        "idle_since",
+        "keeper",
+        "lock",
+        "thread",
+        "users",
+        "wake",
+        "world",
+    )
+
+    def __init__(self, keeper: LeaseKeeper) -> None:
+        self.keeper = keeper
+        self.lock = threading.Lock()
+        self.users = 0
+        self.idle_since: float | None = None
+        self.thread: threading.Thread | None = None
+        self.world: World | None = None
+        self._watched: asyncio.AbstractEventLoop | None = None
+        self._watched_thread = 0
+        #: Set when the Heartbeat is gone: the thread ends at once, without lingering.
+        self.closed = False
+        #: Resolved to wake the thread's sleep (its loop's future), set by the thread.
+        self.wake: asyncio.Future[None] | None = None
+
+    def finished(self) -> bool:
+        """Whether the thread should end now (and, if so, forget it: the next user starts one)."""
+        with self.lock:
+            idle = self.idle_since
+            if self.closed:
+                self.thread = None
+                return True
+            if self.users or idle is None or time.monotonic() - idle < Heartbeat.LINGER_SECONDS:
+                return False
+            self.thread = None
+            return True
+
+    def close(self) -> None:
+        """The Heartbeat was dropped: end the thread now (called from any thread)."""
+        with self.lock:
+            self.closed = True
+            wake = self.wake
+        if wake is not None:
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+                wake.get_loop().call_soon_threadsafe(_resolve, wake)
+
+    def in_use(self) -> World | None:
+        """The World while a lease is held; None once the last user left."""
+        with self.lock:
+            return self.world
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 class Heartbeat:
     """A thread that renews a :class:`LeaseKeeper`'s leases and watches a loop.
 
@@ -283,7 +354,9 @@ class Heartbeat:
     no user for :data:`LINGER_SECONDS` the thread ends, so a serving worker
     keeps one thread, not one per delivery.  The thread runs its own event
     loop, so a renewer bound to it (a separate database connection) never
-    touches the worker's.
+    touches the worker's.  While no lease is held the thread holds neither the
+    World nor this object: a worker dropped after its last delivery is freed at
+    once, lingering thread or not.
 
     Args:
         world: the World whose queue renews the leases.
@@ -296,104 +369,115 @@ class Heartbeat:
     def __init__(self, world: World, keeper: LeaseKeeper) -> None:
         self.world = world
         self.keeper = keeper
-        self._users = 0
-        self._idle_since: float | None = None
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._watched: asyncio.AbstractEventLoop | None = None
-        self._watched_thread = 0
+        self._state = _BeatState(keeper)
+        # A worker dropped with its thread lingering: the thread ends now, not 3 s later.
+        weakref.finalize(self, self._state.close)
 
     @property
     def alive(self) -> bool:
         """Whether the heartbeat thread is running."""
-        with self._lock:
-            return self._thread is not None
+        with self._state.lock:
+            return self._state.thread is not None
 
     def acquire(self) -> None:
         """Start the thread if it is not running; called on the worker's loop."""
-        with self._lock:
-            self._users += 1
-            self._idle_since = None
-            self._watched = asyncio.get_running_loop()
-            self._watched_thread = threading.get_ident()
-            if self._thread is not None:
+        state = self._state
+        with state.lock:
+            state.users += 1
+            state.idle_since = None
+            state.world = self.world
+            state._watched = asyncio.get_running_loop()
+            state._watched_thread = threading.get_ident()
+            if state.thread is not None:
                 return
-            self._thread = threading.Thread(
-                target=self._main, name="durasim-heartbeat", daemon=True
+            state.thread = threading.Thread(
+                target=_main, args=(state,), name="durasim-heartbeat", daemon=True
             )
-            self._thread.start()
+            state.thread.start()
 
     def release(self) -> None:
         """One user is done; the thread ends after :data:`LINGER_SECONDS` without one."""
-        with self._lock:
-            self._users -= 1
-            if self._users == 0:
-                self._idle_since = time.monotonic()
+        state = self._state
+        with state.lock:
+            state.users -= 1
+            if state.users == 0:
+                state.idle_since = time.monotonic()
+                state.world = None
+                state._watched = None
 
-    def _finished(self) -> bool:
-        """Whether the thread should end now (and, if so, forget it: the next user starts one)."""
-        with self._lock:
-            idle = self._idle_since
-            if self._users or idle is None or time.monotonic() - idle < self.LINGER_SECONDS:
-                return False
-            self._thread = None
-            return True
 
-    def _main(self) -> None:
-        loop = asyncio.new_event_loop()
-        try:
-            loop.run_until_complete(self._beat())
-        finally:
-            loop.close()
+def _main(state: _BeatState) -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(_beat(state))
+    finally:
+        loop.close()
 
-    async def _beat(self) -> None:
-        policy = self.keeper.policy
-        make = getattr(self.world.queue, "lease_renewer", None)
-        renewer: LeaseRenewer | None = make() if make is not None else None
-        extend = self._extender(renewer)
-        watcher = _LoopWatcher(self, policy.warn_blocked_after)
-        tick = min(policy.renew_every, policy.warn_blocked_after) / 2
-        try:
-            while not self._finished():
-                watcher.check()
+
+async def _beat(state: _BeatState) -> None:
+    policy = state.keeper.policy
+    watcher = _LoopWatcher(state, policy.warn_blocked_after)
+    tick = min(policy.renew_every, policy.warn_blocked_after) / 2
+    renewer: LeaseRenewer | None = None
+    extend: Extend | None = None
+    wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    with state.lock:
+        state.wake = wake
+    try:
+        while not state.finished():
+            watcher.check()
+            world = state.in_use()
+            if world is None:
+                if renewer is not None:  # the last user left: let the World go
+                    with contextlib.suppress(Exception):
+                        await renewer.close()
+                renewer = extend = None
+            elif state.keeper.due():  # made when first needed, kept while a lease is held
+                if extend is None:
+                    make = getattr(world.queue, "lease_renewer", None)
+                    renewer = make() if make is not None else None
+                    extend = _extender(state, world, renewer)
                 try:
-                    await self.keeper.renew_due(extend)
+                    await state.keeper.renew_due(extend)
                 except Exception:  # never let the heartbeat die; the next beat retries
                     log.exception("lease renewal failed")
-                await asyncio.sleep(tick)
-        finally:
-            if renewer is not None:
-                with contextlib.suppress(Exception):
-                    await renewer.close()
-
-    def _extender(self, renewer: LeaseRenewer | None) -> Extend:
-        lease = self.keeper.policy.lease_seconds
+            del world
+            await asyncio.wait((wake,), timeout=tick)
+    finally:
         if renewer is not None:
-            found = renewer
+            with contextlib.suppress(Exception):
+                await renewer.close()
 
-            async def off_loop(delivery: Delivery) -> Delivery:
-                return await found.extend(delivery, lease_seconds=lease)
 
-            return off_loop
-        # A World without an off-loop renewer: renew on its own loop (a step that
-        # blocks that loop also holds the renewal back, as the World requires).
-        world = self.world
+def _extender(state: _BeatState, world: World, renewer: LeaseRenewer | None) -> Extend:
+    lease = state.keeper.policy.lease_seconds
+    if renewer is not None:
+        found = renewer
 
-        async def on_loop(delivery: Delivery) -> Delivery:
-            watched = self._watched
-            assert watched is not None
-            future = asyncio.run_coroutine_threadsafe(
-                world.queue.extend(delivery, lease_seconds=lease), watched
-            )
-            return await asyncio.wrap_future(future)
+        async def off_loop(delivery: Delivery) -> Delivery:
+            return await found.extend(delivery, lease_seconds=lease)
 
-        return on_loop
+        return off_loop
+    # A World without an off-loop renewer: renew on its own loop (a step that
+    # blocks that loop also holds the renewal back, as the World requires).
+    queue = world.queue
+
+    async def on_loop(delivery: Delivery) -> Delivery:
+        watched = state._watched
+        if watched is None:  # the last user left meanwhile: nothing to renew
+            return delivery
+        future = asyncio.run_coroutine_threadsafe(
+            queue.extend(delivery, lease_seconds=lease), watched
+        )
+        return await asyncio.wrap_future(future)
+
+    return on_loop
 
 
 class _LoopWatcher:
     """Pings a loop from another thread; a ping unanswered for too long is a blocked loop."""
 
-    def __init__(self, heartbeat: Heartbeat, threshold: float) -> None:
+    def __init__(self, heartbeat: _BeatState, threshold: float) -> None:
         self._heartbeat = heartbeat
         self._threshold = threshold
         self._sent: float | None = None

@@ -47,6 +47,8 @@ from ._errors import ReplayDivergence
 from ._metadata import WorkflowMetadata
 from ._replay import Replay
 from ._settlement import DeliveryStatus
+from ._versions import VersionPolicy, run_deployment
+from ._wake import enqueue_wake
 from ._writer import InBandWriter, Kept, fail_unfenced
 from .serialization import FatalError
 
@@ -80,11 +82,18 @@ class Limits:
         replay_budget: seconds of workflow code (replay, not step bodies) one
             delivery may spend; past it, once it has made progress, the delivery
             hands the run over to a fresh one (a new message, due now).
-        sync_steps: ``"thread"`` runs sync step bodies in a thread, keeping the
-            worker's loop (and its lease renewals) responsive; ``"inline"`` runs
-            them on the loop, saving the hop (~25-60 us a step here) but a body
-            longer than the lease lets another worker take the run over (the fence
-            keeps the log right; the body then runs twice).
+        sync_steps: ``"auto"`` (the default) runs sync step bodies in a step
+            thread, except the bodies of a function whose last
+            :data:`~durasim.runtime._step_threads.INLINE_AFTER` bodies each ended
+            within :data:`~durasim.runtime._step_threads.INLINE_BELOW` (0.5 ms):
+            those run on the loop, with no hand-off, while no other body is out in
+            a thread; one that then takes longer sends its function back to the
+            thread.  ``"thread"`` always hands sync bodies to a thread, keeping
+            the worker's loop responsive whatever they do; ``"inline"`` always runs
+            them on the loop.  Leases are renewed off the loop either way (the
+            heartbeat thread); a body that blocks the loop only delays the other
+            deliveries on it, and is named in a warning after
+            ``warn_blocked_after``.
         queue_steps: new steps beyond ``inline_steps`` go through the queue, to
             be run by any worker (nested steps always run inline).
         keep_replays: keep a suspended run's live replay in this process, so its
@@ -98,14 +107,14 @@ class Limits:
     max_divergences: int = 3
     inline_steps: int = 8
     replay_budget: float = 240.0
-    sync_steps: str = attrs.field(default="thread")
+    sync_steps: str = attrs.field(default="auto")
     queue_steps: bool = False
     keep_replays: bool = True
 
     @sync_steps.validator
     def _check_sync_steps(self, attribute: object, value: str) -> None:
-        if value not in ("thread", "inline"):
-            raise ValueError(f"sync_steps={value!r}: pass 'thread' or 'inline'")
+        if value not in ("auto", "thread", "inline"):
+            raise ValueError(f"sync_steps={value!r}: pass 'auto', 'thread' or 'inline'")
 
 
 @attrs.define
@@ -146,8 +155,13 @@ async def run_delivery(
     *,
     attempt: int,
     min_seq: int = 0,
+    versions: VersionPolicy | None = None,
 ) -> None:
     """The steps of one delivery (the module docstring), filling in ``report``.
+
+    ``versions``: the versions this delivery's worker serves; a run of another
+    one (migrated since its message was queued) is not delivered: its wake-up
+    moves to its version's queue.
 
     Raises what ends a delivery early (:class:`Superseded`, a divergence met while
     writing, :class:`RunExpired`, :class:`RunNotFound`); :meth:`Engine.deliver`
@@ -182,6 +196,23 @@ async def run_delivery(
     if _terminal(new) is not None:  # a kept prefix holds no end: it was kept suspended
         report.status = _FINISHED
         return
+    if versions is not None:
+        if kept is not None and versions.moved(new):
+            run = await world.runs.get(run_id)  # migrated since it was kept
+        if not versions.serves(run):
+            pinned = run_deployment(run)
+            log.warning(
+                "run %s is pinned to version %s; this worker serves %s: leaving it to that "
+                "version's workers",
+                run_id,
+                pinned,
+                ", ".join(versions.served()) or "no version",
+            )
+            await enqueue_wake(
+                world, run_id, key=f"moved:{run_id}:{len(events)}", seq=min_seq, deployment=pinned
+            )
+            report.status = _FINISHED
+            return
     if len(events) < min_seq:
         log.info(
             "run %s: the log read ends at #%d, before #%d this delivery was woken for (a stale "
@@ -197,6 +228,7 @@ async def run_delivery(
         return
     writer = InBandWriter(world, run_id, events, seq_in_band)
     delivery = RunDelivery(world, writer, limits, report)
+    delivery.deployment = run_deployment(run)  # its wake-ups go to its version's queue
     if attempt > limits.max_deliveries:
         await delivery.fail(
             FatalError(f"run {run_id} exceeded {limits.max_deliveries} deliveries of one message"),
@@ -216,7 +248,10 @@ async def run_delivery(
         await writer.write(EventRequest.of("run_started"))
     started = next(e for e in events if e.type is T.RUN_STARTED).created_at
     delivery.metadata = WorkflowMetadata(
-        run_id=run_id, workflow_id=definition.workflow_id, started_at=started
+        run_id=run_id,
+        workflow_id=definition.workflow_id,
+        started_at=started,
+        execution_context=run.execution_context,
     )
     while True:
         replay: Replay | ReplayDivergence | None = delivery.resume_kept(kept, definition)

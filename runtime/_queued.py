@@ -35,7 +35,9 @@ __all__ = ["run_queued_step"]
 log = logging.getLogger("durasim.runtime")
 
 
-async def run_queued_step(world: World, payload: bytes, *, sync_in_thread: bool) -> float | None:
+async def run_queued_step(
+    world: World, payload: bytes, *, sync_in_thread: bool, quick_inline: bool = False
+) -> float | None:
     """Run one queued step attempt; returns a delay to retry the message after, or None (done)."""
     body = json.loads(payload)
     run_id, correlation_id = str(body["run"]), str(body["step"])
@@ -66,6 +68,7 @@ async def run_queued_step(world: World, payload: bytes, *, sync_in_thread: bool)
         run_id=run_id,
         workflow_id=run.workflow_name,
         started_at=run.started_at or run.created_at,
+        execution_context=run.execution_context,
     )
     if attempt > definition.max_retries + 1:
         outcome = exhausted(definition, correlation_id, attempt)
@@ -85,6 +88,7 @@ async def run_queued_step(world: World, payload: bytes, *, sync_in_thread: bool)
                 now=world.clock.now(),
                 workflow=metadata,
                 sync_in_thread=sync_in_thread,
+                quick_inline=quick_inline,
                 payloads=payloads,
             )
         finally:

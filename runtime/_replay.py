@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from durasim.worlds import Event, EventType
+from durasim.worlds import STRING_LIMITS, Event, EventType, check_text, check_token
 
 from ._authoring import STEP_CALLER, StepDef, WorkflowDef
 from ._compare import first_difference, short
@@ -39,6 +39,7 @@ from ._errors import ReplayDivergence
 from ._hooks import HookConflict, HookState, new_token
 from ._loop import WorkflowLoop
 from ._metadata import WORKFLOW_METADATA, WorkflowMetadata
+from ._patches import PATCH_ATTR, PATCH_PREFIX
 from ._payloads import RunPayloads
 from ._sandbox_check import check_workflow
 from ._signals import CANCEL_ATTR
@@ -50,6 +51,7 @@ __all__ = [
     "Command",
     "DisposeCommand",
     "HookCommand",
+    "PatchCommand",
     "Replay",
     "StepCommand",
     "StepState",
@@ -132,7 +134,19 @@ class AttrCommand:
     changes: tuple[tuple[str, str | None], ...]
 
 
-Command = StepCommand | WaitCommand | HookCommand | DisposeCommand | AttrCommand
+@attrs.frozen
+class PatchCommand:
+    """Write the marker of a patch decision (``attr_set`` of ``durasim.patch.<id>``)."""
+
+    correlation_id: str  # patch/<change id>
+    change_id: str
+
+    @property
+    def changes(self) -> tuple[tuple[str, str | None], ...]:
+        return ((PATCH_ATTR + self.change_id, "patched"),)
+
+
+Command = StepCommand | WaitCommand | HookCommand | DisposeCommand | AttrCommand | PatchCommand
 
 #: Commands that may share a batch (the others must be written alone, §7).
 BATCHABLE = (StepCommand, WaitCommand)
@@ -142,7 +156,7 @@ BATCHABLE = (StepCommand, WaitCommand)
 class _Pending:
     """A command that is not an entity's creation: a disposal or an attribute change."""
 
-    command: DisposeCommand | AttrCommand
+    command: DisposeCommand | AttrCommand | PatchCommand
 
 
 #: Ids of hooks and timers written before they were named by site (``hook#3``).
@@ -208,6 +222,13 @@ class Replay:
         self.consumed = 0  # position of the last event delivered
         self.payloads = RunPayloads()  # step inputs refer to frozen values already stored
         self.busy_seconds = 0.0  # wall time spent running workflow code
+        #: The last position of the log the caller holds that the workflow's own
+        #: progress may have written (everything but run_created / run_started):
+        #: ``patched()`` before it is a replay of code that went on without the patch.
+        self.horizon = 0
+        self.patches: dict[str, bool] = {}  # change id -> the run's decision
+        self._recorded_patches: set[str] = set()  # markers anywhere in the log held
+        self._hints: list[str] = []  # what a divergence should also say
 
     # -- driving --------------------------------------------------------------------
 
@@ -219,6 +240,10 @@ class Replay:
         the ``hook_created`` event is delivered.
         """
         for event in events:
+            if event.type not in _NOT_PROGRESS and event.seq > self.horizon:
+                self.horizon = event.seq
+            if event.type is T.ATTR_SET and (event.correlation_id or "").startswith(PATCH_PREFIX):
+                self._recorded_patches.add((event.correlation_id or "")[len(PATCH_PREFIX) :])
             if event.type in (T.HOOK_CREATED, T.HOOK_CONFLICT) and event.correlation_id:
                 self._recorded_tokens[event.correlation_id] = event.data["token"]
             if event.type in (T.HOOK_CREATED, T.HOOK_CONFLICT, T.WAIT_CREATED) and (
@@ -379,7 +404,15 @@ class Replay:
     # -- HookCaller: workflow code creates and reads hooks --------------------------
 
     def create_hook(self, token: str | None, metadata: Any, *, is_webhook: bool) -> HookState:
-        """Issue a hook command (id: :mod:`._sites`); the token is the recorded one on replay."""
+        """Issue a hook command (id: :mod:`._sites`); the token is the recorded one on replay.
+
+        A chosen token the World would refuse is refused here, at the call in the
+        workflow (:class:`~durasim.worlds.InvalidRequest` naming the rule): retrying
+        the delivery could never make it valid.
+        """
+        if token is not None:
+            what = "create_webhook(token=...)" if is_webhook else "create_hook(token=...)"
+            check_token(token, field=what)
         correlation_id = self._next_id("hook" if self._legacy_ids else hook_stem(token))
         token_given = token is not None
         if token is None:
@@ -430,6 +463,34 @@ class Replay:
             state.settled.append(future)
         return future
 
+    # -- patches (._patches) ----------------------------------------------------------
+
+    def patched(self, change_id: str, *, deprecated: bool = False) -> bool:
+        """The run's decision for patch ``change_id`` (made once, journaled when new)."""
+        decided = self.patches.get(change_id)
+        if decided is not None:
+            return decided or deprecated
+        if change_id in self._recorded_patches:
+            decision = True
+        elif self.consumed < self.horizon:
+            # The log goes on past this point: it was recorded without the patch.
+            decision = False
+            if deprecated:
+                self._hints.append(
+                    f"This run was recorded before patch {change_id!r}, which the workflow now "
+                    f"retires with deprecate_patch({change_id!r}): it needs the old branch. "
+                    f"Serve it with code that still has `if patched({change_id!r})` (or migrate "
+                    "it back to that version), and deprecate only once no such run is in flight."
+                )
+        else:
+            decision = True
+            correlation_id = PATCH_PREFIX + change_id
+            self._uncreated[f"{correlation_id}!attr"] = _Pending(
+                PatchCommand(correlation_id, change_id)
+            )
+        self.patches[change_id] = decision
+        return decision or deprecated
+
     # -- workflow-made cancellations -------------------------------------------------
 
     def new_cancellation(self) -> str:
@@ -439,6 +500,8 @@ class Replay:
 
     def cancel(self, token_id: str, reason: str) -> None:
         """Journal the cancellation of ``token_id`` (once) as an ``attr_set``."""
+        low, high = STRING_LIMITS["attribute value"]
+        check_text(reason, field="CancellationToken.cancel(reason)", min_chars=low, max_chars=high)
         if token_id in self.cancellations:
             return
         self.cancellations[token_id] = reason
@@ -480,7 +543,7 @@ class Replay:
         )
         return ReplayDivergence(
             f"run {self.run_id!r} diverged from its log: the log has {event.label}"
-            f"{_step_name(event)} where {waiting} ({why}). {_CAUSES}",
+            f"{_step_name(event)} where {waiting} ({why}). {self._causes()}",
             run_id=self.run_id,
             seq=event.seq,
         )
@@ -489,10 +552,13 @@ class Replay:
         """A divergence in the parameters of a command the log does hold."""
         return ReplayDivergence(
             f"run {self.run_id!r} diverged from its log at #{event.seq}: {what} differs from "
-            f"the recorded one: {difference}. {_CAUSES}{fix}",
+            f"the recorded one: {difference}. {self._causes()}{fix}",
             run_id=self.run_id,
             seq=event.seq,
         )
+
+    def _causes(self) -> str:
+        return " ".join([*self._hints, _CAUSES])
 
     def _check_payload(
         self, event: Event, what: str, recorded: bytes | None, now: bytes | None, fix: str = ""
@@ -665,6 +731,9 @@ class Replay:
 
     def _on_attr_set(self, event: Event) -> None:
         token_id = event.correlation_id or ""
+        if token_id.startswith(PATCH_PREFIX):
+            self._on_patch(event, token_id[len(PATCH_PREFIX) :])
+            return
         if not token_id.startswith("cancel#"):
             return  # an attribute set by someone else: not the workflow's business
         if token_id not in self.cancellations:
@@ -677,6 +746,25 @@ class Replay:
                 f"recorded {recorded!r}, now {self.cancellations[token_id]!r}",
             )
         self._uncreated.pop(f"{token_id}!attr", None)
+
+    def _on_patch(self, event: Event, change_id: str) -> None:
+        decided = self.patches.get(change_id)
+        if decided is None:
+            checked = ", ".join(repr(c) for c in self.patches) or "none"
+            raise self._diverged(
+                event,
+                f"the log records patch {change_id!r} here, but the workflow has not called "
+                f"patched({change_id!r}) or deprecate_patch({change_id!r}) by this point "
+                f"(patches it checked: {checked}); a patch that runs recorded must stay in the "
+                "code, as deprecate_patch() at least, until no such run is in flight",
+            )
+        if not decided:
+            raise self._diverged(
+                event,
+                f"the log records patch {change_id!r} after the workflow decided it without "
+                "(the log went on past the call)",
+            )
+        self._uncreated.pop(f"{PATCH_PREFIX}{change_id}!attr", None)
 
     def _wait(self, event: Event) -> WaitState:
         state = self.waits.get(event.correlation_id or "")
@@ -747,6 +835,8 @@ def _describe(command: Command) -> str:
         return f"create hook ({command.correlation_id})"
     if isinstance(command, DisposeCommand):
         return f"dispose hook ({command.correlation_id})"
+    if isinstance(command, PatchCommand):
+        return f"patched({command.change_id!r}) ({command.correlation_id})"
     return f"cancel ({command.correlation_id})"
 
 
@@ -764,6 +854,9 @@ def _step_name(event: Event) -> str:
     name = event.data.get("step_name")
     return f" (step {name})" if name else ""
 
+
+#: Events that say nothing about how far the workflow went (see Replay.horizon).
+_NOT_PROGRESS = frozenset({T.RUN_CREATED, T.RUN_STARTED})
 
 _HANDLERS: dict[EventType, Callable[[Replay, Event], None]] = {
     T.RUN_CREATED: Replay._on_structural,

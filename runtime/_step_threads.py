@@ -37,7 +37,15 @@ from typing import Any
 
 from ._determinism import wall_perf_counter
 
-__all__ = ["MAX_THREADS", "QUICK_WAIT", "run_in_step_thread"]
+__all__ = [
+    "INLINE_AFTER",
+    "INLINE_BELOW",
+    "MAX_THREADS",
+    "QUICK_WAIT",
+    "ran_inline",
+    "run_in_step_thread",
+    "runs_inline",
+]
 
 #: Seconds the loop's thread waits for a body before awaiting it asynchronously.
 QUICK_WAIT = 0.001
@@ -45,12 +53,18 @@ QUICK_WAIT = 0.001
 #: Step threads kept at most; beyond that, bodies go to ``asyncio.to_thread``.
 MAX_THREADS = 32
 
+#: ``sync_steps="auto"``: a function whose last this many bodies each ended within
+#: :data:`INLINE_BELOW` seconds is run on the loop (:func:`runs_inline`).
+INLINE_AFTER = 8
+INLINE_BELOW = 0.0005
+
 
 class _Job:
     """One body call, handed to a step thread and back."""
 
     __slots__ = (
-        *("args", "context", "done", "elapsed", "error", "fn", "future", "kwargs", "result"),
+        *("args", "context", "done", "elapsed", "ended", "error", "fn", "future", "kwargs"),
+        "result",
     )
 
     def __init__(
@@ -64,6 +78,7 @@ class _Job:
         self.result: Any = None
         self.error: BaseException | None = None
         self.elapsed = 0.0
+        self.ended = False
         # Held until the body ends; the loop's thread waits on it.
         self.done = threading.Lock()
         self.done.acquire()
@@ -94,6 +109,7 @@ class _StepThread:
             except BaseException as exc:  # handed to the awaiting task, which re-raises it
                 job.error = exc
             job.elapsed = wall_perf_counter() - began
+            job.ended = True
             job.fn = job.args = job.kwargs = job.context = None  # type: ignore[assignment]
             # Back on the idle list before the loop can hand out the next job.
             _idle.append(self)
@@ -114,6 +130,35 @@ _start_lock = threading.Lock()
 _slow: set[str] = set()
 #: Bodies handed to step threads and not yet handed back (set updates are atomic).
 _out: set[_Job] = set()
+#: Consecutive quick bodies of each function, by code object (a closure copy of a
+#: step shares its code); capped at INLINE_AFTER.  Plain dict updates, atomic.
+_quick: dict[object, int] = {}
+
+
+def runs_inline(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn``'s body may run on the loop now (``sync_steps="auto"``).
+
+    Yes when its last :data:`INLINE_AFTER` bodies each ended within
+    :data:`INLINE_BELOW` (in a step thread or inline) and no other body is out in
+    a step thread (one that may be waiting on the loop).  The hand-off it saves
+    costs far more than such a body; a body that turns out long holds the loop
+    once and sends its function back to the threads (:func:`ran_inline`).
+    """
+    code = getattr(fn, "__code__", None)
+    return code is not None and not _out and _quick.get(code, 0) >= INLINE_AFTER
+
+
+def ran_inline(fn: Callable[..., Any], elapsed: float) -> None:
+    """Note a body of ``fn`` that took ``elapsed`` seconds (inline or in a step thread)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return
+    if elapsed < INLINE_BELOW:
+        count = _quick.get(code, 0)
+        if count < INLINE_AFTER:
+            _quick[code] = count + 1
+    else:
+        _quick.pop(code, None)
 
 
 def _forget_threads() -> None:
@@ -156,6 +201,8 @@ async def run_in_step_thread(fn: Callable[..., Any], /, *args: Any, **kwargs: An
         return await _handed_back(job, getattr(fn, "__qualname__", ""), quick=alone)
     finally:
         _out.discard(job)
+        if job.ended:  # (a cancelled await may leave it running)
+            ran_inline(fn, job.elapsed)
 
 
 async def _handed_back(job: _Job, key: str, *, quick: bool) -> Any:

@@ -21,7 +21,9 @@ __all__ = [
     "StepMessage",
     "WakeMessage",
     "enqueue_wake",
+    "is_step_queue",
     "parse_message",
+    "pinned_queue",
     "wake_message",
 ]
 
@@ -29,6 +31,19 @@ ORCHESTRATOR_QUEUE = "durasim.run"
 STEP_QUEUE = "durasim.step"
 #: What workers claim: every durasim queue.
 QUEUE_PREFIX = "durasim."
+
+
+def pinned_queue(deployment: str | None, kind: str) -> str:
+    """The queue of a run's ``kind`` messages (``run``, ``step``): ``durasim@<version>/<kind>``
+    for a run pinned to a version (runtime/_versions.py), else ``durasim.<kind>``."""
+    return f"durasim.{kind}" if deployment is None else f"durasim@{deployment}/{kind}"
+
+
+def is_step_queue(queue_name: str) -> bool:
+    """Whether ``queue_name`` carries queued step attempts (of any version)."""
+    return queue_name == STEP_QUEUE or (
+        queue_name.startswith("durasim@") and queue_name.endswith("/step")
+    )
 
 
 class MalformedMessage(DurasimError, ValueError):
@@ -77,7 +92,7 @@ def parse_message(queue_name: str, payload: bytes | str) -> WakeMessage | StepMe
     """
     try:
         body: Any = json.loads(payload)
-        if queue_name == STEP_QUEUE:
+        if is_step_queue(queue_name):
             raw = payload.encode() if isinstance(payload, str) else bytes(payload)
             return StepMessage(str(body["run"]), str(body["step"]), raw)
         return WakeMessage(
@@ -115,13 +130,17 @@ async def enqueue_wake(
     delay: float = 0.0,
     divergences: int = 0,
     seq: int = 0,
+    deployment: str | None = None,
 ) -> None:
     """Queue a delivery of ``run_id`` (deduplicated by ``key`` while it is pending).
 
     ``seq``: the position of the event that needs the delivery (see :func:`wake_message`).
+    ``deployment``: the version the run is pinned to, if the caller knows it (its
+    queue); else the unversioned queue, where a worker of another version that
+    claims it moves it to the right one.
     """
     await world.queue.enqueue(
-        ORCHESTRATOR_QUEUE,
+        pinned_queue(deployment, "run"),
         wake_message(run_id, divergences=divergences, seq=seq),
         run_id=run_id,
         orchestrator=True,

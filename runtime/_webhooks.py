@@ -49,6 +49,7 @@ __all__ = [
     "response_stream",
     "webhook_app",
     "webhook_metadata",
+    "webhook_path",
 ]
 
 #: The path the app serves hooks under, relative to where it is mounted.
@@ -182,7 +183,7 @@ class Webhook:
     @property
     def url_path(self) -> str:
         """``/webhooks/<token>``: the path to request, relative to where the app is mounted."""
-        return URL_PREFIX + urllib.parse.quote(self.token, safe=_PATH_SAFE)
+        return webhook_path(self.token)
 
     def __await__(self) -> Generator[Any, None, WebhookRequest]:
         request: WebhookRequest = yield from self.hook.__await__()
@@ -485,3 +486,8 @@ async def _send(send: Send, answer: _Answer) -> None:
     headers.append((b"content-length", str(len(answer.body)).encode()))
     await send({"type": "http.response.start", "status": answer.status, "headers": headers})
     await send({"type": "http.response.body", "body": answer.body})
+
+
+def webhook_path(token: str) -> str:
+    """``/webhooks/<token>`` (escaped): the path a webhook with ``token`` is resumed at."""
+    return URL_PREFIX + urllib.parse.quote(token, safe=_PATH_SAFE)

@@ -17,7 +17,7 @@ import asyncio
 import collections
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from durasim.worlds import Delivery, World, WorldError
 
@@ -26,8 +26,10 @@ from ._engine import engine_for
 from ._errors import RunNotFinished
 from ._leases import Heartbeat, LeaseKeeper, LeasePolicy
 from ._orchestrator import DeliveryReport, Limits
+from ._otel import span
 from ._settlement import REQUEUE_DELAY, DeliveryStatus, SettleAction, Settlement
-from ._wake import QUEUE_PREFIX, enqueue_wake
+from ._versions import VersionPolicy, check_deployment_id
+from ._wake import enqueue_wake
 
 __all__ = ["REPORTS_KEPT", "Worker", "apply_settlement"]
 
@@ -35,6 +37,8 @@ __all__ = ["REPORTS_KEPT", "Worker", "apply_settlement"]
 REPORTS_KEPT = 1000
 
 log = logging.getLogger("durasim.runtime")
+
+R = TypeVar("R")
 
 
 class Worker:
@@ -51,6 +55,11 @@ class Worker:
             many seconds is logged by name (default 1 s).
         concurrency: deliveries run at once by :meth:`serve`.
         on_report: called with the report of every delivery (e.g. to log it).
+        deployment: the one code version this worker serves (docs/versioning.md);
+            default: the version of each workflow's code here (``DURASIM_DEPLOYMENT``,
+            else its module's source hash).  Runs pinned to another version are
+            left alone (logged, their message moved to that version's queue).
+        serve_all: serve every run whatever its version.
 
     Attributes:
         reports: the last :data:`REPORTS_KEPT` delivery reports, oldest first.
@@ -66,8 +75,19 @@ class Worker:
         warn_blocked_after: float = 1.0,
         concurrency: int = 4,
         on_report: Callable[[DeliveryReport], None] | None = None,
+        deployment: str | None = None,
+        serve_all: bool = False,
     ) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(
+                f"concurrency={concurrency!r}: a worker runs at least 1 delivery at once; "
+                "pass an int of 1 or more"
+            )
         policy = LeasePolicy.of(lease_seconds, renew_every, warn_blocked_after=warn_blocked_after)
+        if deployment is not None:
+            check_deployment_id(deployment)
+        #: Which runs this worker serves (its code version).
+        self.versions = VersionPolicy(deployment=deployment, serve_all=serve_all)
         self.world = world
         self.engine = engine_for(world)
         self.limits = limits or Limits()
@@ -80,11 +100,19 @@ class Worker:
         #: The most recent delivery reports (bounded: a serving worker runs forever).
         self.reports: collections.deque[DeliveryReport] = collections.deque(maxlen=REPORTS_KEPT)
 
+    async def _claim(self) -> Delivery | None:
+        """The next due message of this worker's versions, then of the unversioned queues."""
+        for prefix in self.versions.prefixes():
+            delivery = await self.world.queue.claim(
+                queue_prefix=prefix, lease_seconds=self.lease_seconds
+            )
+            if delivery is not None:
+                return delivery
+        return None
+
     async def run_one(self) -> bool:
         """Claim and run one due message (a delivery or a queued step); False if none is due."""
-        delivery = await self.world.queue.claim(
-            queue_prefix=QUEUE_PREFIX, lease_seconds=self.lease_seconds
-        )
+        delivery = await self._claim()
         if delivery is None:
             return False
         await self._handle(delivery)
@@ -99,7 +127,7 @@ class Worker:
             count += 1
         return count
 
-    async def run_until_complete(self, run: Run, *, poll: float = 1.0) -> Any:
+    async def run_until_complete(self, run: Run[R], *, poll: float = 1.0) -> R:
         """Serve until ``run`` ends, sleeping (real time) until the next due message.
 
         Returns the run's result or raises its failure, like :meth:`Run.result`.
@@ -124,10 +152,9 @@ class Worker:
                 slots.release()
 
         while not stop.is_set():
-            await slots.acquire()
-            delivery = await self.world.queue.claim(
-                queue_prefix=QUEUE_PREFIX, lease_seconds=self.lease_seconds
-            )
+            if not await _slot(slots, stop):
+                break
+            delivery = await self._claim()
             if delivery is None:
                 slots.release()
                 await self._idle(poll, stop=stop)
@@ -146,11 +173,13 @@ class Worker:
         """
         waiter = getattr(self.world.queue, "wait_for_work", None)
         if waiter is not None:
-            sleep: asyncio.Future[Any] = asyncio.ensure_future(
-                waiter(poll, queue_prefix=QUEUE_PREFIX)
-            )
+            sleep: asyncio.Future[Any] = asyncio.ensure_future(waiter(poll, queue_prefix="durasim"))
         else:
-            due = await self.world.queue.next_due(queue_prefix=QUEUE_PREFIX)
+            dues = [
+                await self.world.queue.next_due(queue_prefix=prefix)
+                for prefix in self.versions.prefixes()
+            ]
+            due = min((d for d in dues if d is not None), default=None)
             now = self.world.clock.now()
             wait = poll if due is None else min(poll, max(0.0, (due - now).total_seconds()))
             sleep = asyncio.ensure_future(asyncio.sleep(wait))
@@ -168,13 +197,22 @@ class Worker:
     async def _handle(self, delivery: Delivery) -> DeliveryReport | None:
         renew = self._renew(delivery)
         try:
-            handled = await self.engine.handle(
-                delivery.message.queue_name,
-                delivery.payload,
+            with span(
+                "durasim.delivery",
+                run_id=delivery.message.run_id or "",
                 attempt=delivery.attempt,
-                limits=self.limits,
-                sync_in_thread=self.limits.sync_steps == "thread",
-            )
+            ) as current:
+                handled = await self.engine.handle(
+                    delivery.message.queue_name,
+                    delivery.payload,
+                    attempt=delivery.attempt,
+                    limits=self.limits,
+                    sync_in_thread=self.limits.sync_steps != "inline",
+                    quick_inline=self.limits.sync_steps == "auto",
+                    versions=self.versions,
+                )
+                if handled.report is not None:
+                    current.set("durasim.delivery.status", handled.report.status.value)
         finally:
             renew.cancel()
         await apply_settlement(self.world, delivery, handled.settlement)
@@ -230,3 +268,26 @@ async def apply_settlement(world: World, delivery: Delivery, settlement: Settlem
             await world.queue.release(delivery, delay=settlement.release_after)
     except WorldError as exc:
         log.info("message %s could not be settled (%s)", delivery.message_id, exc)
+
+
+async def _slot(slots: asyncio.Semaphore, stop: asyncio.Event) -> bool:
+    """Take a delivery slot, or give up once ``stop`` is set (SIGTERM while every slot is busy)."""
+    if not slots.locked():
+        await slots.acquire()
+        return True
+    acquire = asyncio.ensure_future(slots.acquire())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({acquire, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if not acquire.done():
+        acquire.cancel()
+    try:
+        await acquire
+    except asyncio.CancelledError:
+        return False
+    if stop.is_set():
+        slots.release()
+        return False
+    return True

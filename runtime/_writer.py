@@ -117,6 +117,9 @@ class InBandWriter:
             if self.replay is None or self.replay.consumed > len(self.events) or self.ended:
                 self.stale = True
         self.written += len(mine)
+        if self.replay is not None and not self.stale:
+            # A cold replay would hold these too (patch decisions depend on it).
+            self.replay.preload([*unseen, *mine])
         for event in (*unseen, *mine):
             self.events.append(event)
             # Events the replay already consumed were handed to it ahead of their

@@ -37,8 +37,11 @@ from ._engine import KEPT_REPLAYS, Engine, Handled, engine_for
 from ._leases import DEFAULT_LEASE_SECONDS, DEFAULT_RENEW_EVERY, LeaseKeeper
 from ._metadata import STEP_METADATA
 from ._modules import importable_name
+from ._patches import PATCH_ATTR, PATCH_PREFIX
 from ._payloads import RunPayloads, decode_payload
 from ._queued import run_queued_step
+from ._replay import Replay
+from ._seeds import seed_source
 from ._settlement import (
     MAX_BACKOFF,
     REQUEUE_DELAY,
@@ -48,6 +51,16 @@ from ._settlement import (
     backoff,
     settle,
     settle_step,
+)
+from ._versions import (
+    DEPLOYMENT_ATTR,
+    DEPLOYMENT_ENV,
+    VersionPolicy,
+    change_code,
+    check_deployment_id,
+    deployment_of,
+    pinning,
+    run_deployment,
 )
 from ._wake import (
     ORCHESTRATOR_QUEUE,
@@ -60,14 +73,19 @@ from ._wake import (
     parse_message,
     wake_message,
 )
+from ._webhooks import webhook_path
 from ._worker import apply_settlement
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
     "DEFAULT_RENEW_EVERY",
+    "DEPLOYMENT_ATTR",
+    "DEPLOYMENT_ENV",
     "KEPT_REPLAYS",
     "MAX_BACKOFF",
     "ORCHESTRATOR_QUEUE",
+    "PATCH_ATTR",
+    "PATCH_PREFIX",
     "QUEUE_PREFIX",
     "REQUEUE_DELAY",
     "STEP_METADATA",
@@ -77,30 +95,39 @@ __all__ = [
     "Handled",
     "LeaseKeeper",
     "MalformedMessage",
+    "Replay",
     "RunPayloads",
     "SettleAction",
     "Settlement",
     "StepCaller",
     "StepDef",
     "StepMessage",
+    "VersionPolicy",
     "WakeMessage",
     "WorkflowDef",
     "apply_settlement",
     "backoff",
     "build_manifest",
+    "change_code",
+    "check_deployment_id",
     "decode_payload",
+    "deployment_of",
     "engine_for",
     "enqueue_wake",
     "find_step",
     "find_workflow",
     "importable_name",
     "parse_message",
+    "pinning",
+    "run_deployment",
     "run_queued_step",
+    "seed_source",
     "settle",
     "settle_step",
     "step_definition",
     "wake_message",
     "wall_monotonic",
+    "webhook_path",
     "workflow_definition",
 ]
 

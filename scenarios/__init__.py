@@ -4,7 +4,8 @@
   of a workflow, shrinks a failure and prints a seed, a regression script and
   a trace (docs/exploration.md); :func:`sometimes` marks situations an
   exploration must reach; :func:`reproduce` (``durasim reproduce SEED``)
-  replays a seed.
+  replays a seed; :func:`write_reproduction_html` and :func:`write_run_html`
+  draw a seed's execution or a stored run as a timeline page (docs/timeline.md).
 * the ``durasim`` command (:func:`main`).
 """
 
@@ -19,11 +20,12 @@ if TYPE_CHECKING:
     from ._example import AUTHORING_ERRORS, LEASE_TAKEOVER, VERDICT_KINDS, ExampleReport
     from ._explore import explore, explores
     from ._harness import drive
-    from ._reproduce import reproduce
+    from ._reproduce import reproduce, write_reproduction_html
     from ._results import ExploreFailure, ExploreResult, ExploreStats
     from ._schedulers import PCTScheduler, RandomScheduler, RecordingSource, Scheduling
     from ._seeds import SEED_PREFIX, ExampleConfig, SeedError
     from ._sometimes import Reachability, sometimes
+    from ._timeline_run import write_run_html
 
 __all__ = [
     "AUTHORING_ERRORS",
@@ -47,6 +49,8 @@ __all__ = [
     "main",
     "reproduce",
     "sometimes",
+    "write_reproduction_html",
+    "write_run_html",
 ]
 
 # Every public name is imported when first used (see ._lazy: the pytest plugin lives
@@ -74,6 +78,8 @@ _LAZY = {
     "main": "._cli",
     "reproduce": "._reproduce",
     "sometimes": "._sometimes",
+    "write_reproduction_html": "._reproduce",
+    "write_run_html": "._timeline_run",
 }
 
 

@@ -13,6 +13,8 @@ from typing import Any
 from durasim.scenarios.conformance import load_factory, run_conformance, write_report
 from durasim.worlds import FactoryError, SQLiteWorld, World, WorldSetup
 
+from . import _cli_args as arg
+
 __all__ = [
     "add_conformance_arguments",
     "cmd_conformance",
@@ -25,10 +27,11 @@ __all__ = [
 def add_conformance_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``durasim conformance`` (docs/conformance.md)."""
     parser.add_argument(
-        "factory", nargs="?", default=None, help="MODULE:FACTORY, factory(setup) -> World"
+        "factory", nargs="?", type=arg.text, default=None, help="MODULE:FACTORY, factory(setup) -> World"
     )
     parser.add_argument(
         "--vercel",
+        type=arg.text,
         default=None,
         metavar="PACKAGE[@VERSION]",
         help="a Vercel World package (or package directory) through the Node bridge "
@@ -36,6 +39,7 @@ def add_conformance_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--database-url",
+        type=arg.text,
         default=None,
         metavar="URL",
         help="with --vercel: the PostgreSQL server of a world-postgres (one scratch "
@@ -43,30 +47,40 @@ def add_conformance_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--repro",
+        type=arg.path,
         default=None,
         metavar="DIR",
         help="with --vercel: write a plain-Node reproduction script per violation to DIR",
     )
-    parser.add_argument("--capabilities", default=None, help="test only these (comma-separated)")
+        parser.add_argument(
+        "--capabilities", type=arg.text, default=None, help="test only these (comma-separated)"
+    )
     parser.add_argument(
-        "--layers", default=None, help="which layers, comma-separated (default: every layer)"
+        "--layers",
+        type=arg.text,
+        default=None,
+        help="which layers, comma-separated (default: every layer)",
     )
     parser.add_argument(
         "--budget",
-        type=float,
+        type=arg.seconds,
         default=None,
         help="seconds for each searching layer (default: the World model 50, the "
         "exploration 30; none with --examples)",
     )
     parser.add_argument(
         "--examples",
-        type=int,
+        type=arg.count(1, 10_000_000, "a number of examples"),
         default=None,
         help="at most N examples per search (exactly N "
         "without --budget: a run that does not depend on the machine's speed)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of every search")
-    parser.add_argument("--only", default=None, help="only tests/scenarios/workflows named so")
+    parser.add_argument(
+        "--seed", type=arg.count(0, 2**64 - 1, "a seed"), default=0, help="seed of every search"
+    )
+    parser.add_argument(
+        "--only", type=arg.text, default=None, help="only tests/scenarios/workflows named so"
+    )
     parser.add_argument(
         "--strict", action="store_true", help="certify: fail on anything not applicable"
     )
@@ -74,7 +88,11 @@ def add_conformance_arguments(parser: argparse.ArgumentParser) -> None:
         "-x", "--exitfirst", action="store_true", help="stop after the first failing layer"
     )
     parser.add_argument(
-        "--report", default=None, metavar="FILE", help="also write FILE.json or FILE.xml (JUnit)"
+        "--report",
+        type=arg.file_name,
+        default=None,
+        metavar="FILE",
+        help="also write FILE.json or FILE.xml (JUnit)",
     )
 
 

@@ -7,6 +7,7 @@ and the same verdicts for the same choices.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
 import traceback
@@ -46,7 +47,7 @@ from durasim.sim import (
 from durasim.worlds import Event, EventType, WorldFactory
 
 from ._harness import drive
-from ._seeds import ExampleConfig
+from ._seeds import ExampleConfig, resolve_ref
 from ._sometimes import sometimes
 
 __all__ = [
@@ -67,6 +68,9 @@ VERDICT_KINDS = {
     "stuck": "code never yielded: the wall-time budget interrupted it (the detail names where)",
     "authoring": "a run failed with a sandbox or authoring error (WorkflowSandboxError, "
     "InvalidDefinition...): the workflow breaks a rule of durasim",
+    "upgrade": "the code changed mid-run (explore(upgrade=...)) and a run then failed with "
+    "CORRUPTED_EVENT_LOG: the new version does not replay what the old one recorded (an "
+    "edit without patched(), or a patch that forgets a branch)",
     "invariants": "check_invariants found a broken log rule or a row that differs from the log",
     "replay": "verify_replay: a finished run's log does not make the runtime end it the same way",
     "fresh-process": "the cold replay agrees in this process but not in a fresh one (another "
@@ -142,6 +146,7 @@ def run_example(
     max_wall_seconds: float = 60.0,
     observe: Callable[[Sim], Any] | None = None,
     judge: bool = True,
+    created: Callable[[Sim], object] | None = None,
 ) -> ExampleReport:
     """Run one example and judge it (see the module docstring).
 
@@ -160,21 +165,29 @@ def run_example(
             judging); awaited if it returns an awaitable.
         judge: check invariants, replay and the property (without: only ``stuck``
             and ``error`` can fail the example).
+        created: called with the simulation as soon as it is made (even one that
+            then fails): ``reproduce`` keeps it to draw its timeline.
     """
     if setup is not None:
         setup()
     sim = _make_sim(config, choices, world_factory, max_wall_seconds)
+    if created is not None:
+        created(sim)
     failures: list[tuple[str, str]] = []
     outcome: RunOutcome | None = None
     agreed: list[list[Event]] = []
 
     async def script(sim: Sim) -> RunOutcome:
-        outcome = await _drive(sim, workflow, config)
-        if observe is not None and inspect.isawaitable(seen := observe(sim)):
-            await seen
-        if judge and outcome.idle.stuck is None:  # a stuck run is judged by that alone
-            failures.extend(await _judge(sim, outcome, property, agreed))
-        return outcome
+        # An upgrade stays in force until the run is judged: on the code it ended on.
+        with contextlib.ExitStack() as code:
+            outcome = await _drive(sim, workflow, config, code)
+            if observe is not None and inspect.isawaitable(seen := observe(sim)):
+                await seen
+            if judge and outcome.idle.stuck is None:  # a stuck run is judged by that alone
+                failures.extend(
+                    await _judge(sim, outcome, property, agreed, upgraded=bool(config.upgrade))
+                )
+            return outcome
 
     try:
         outcome = sim.run_sync(script)
@@ -256,7 +269,12 @@ def _make_sim(
     )
 
 
-async def _drive(sim: Sim, workflow: Callable[..., Any], config: ExampleConfig) -> RunOutcome:
+async def _drive(
+    sim: Sim,
+    workflow: Callable[..., Any],
+    config: ExampleConfig,
+    code: contextlib.ExitStack | None = None,
+) -> RunOutcome:
     return await drive(
         sim,
         workflow,
@@ -265,6 +283,9 @@ async def _drive(sim: Sim, workflow: Callable[..., Any], config: ExampleConfig) 
         hook_points=config.hook_points,
         cancel_at=config.cancel_at,
         wake_up_at=config.wake_up_at,
+        upgrade=resolve_ref(config.upgrade) if config.upgrade else None,
+        upgrade_at=config.upgrade_at,
+        code=code,
     )
 
 
@@ -272,7 +293,12 @@ _SEVERITY = {kind: rank for rank, kind in enumerate(VERDICT_KINDS)}
 
 
 async def _judge(
-    sim: Sim, outcome: RunOutcome, property: Property | None, agreed: list[list[Event]]
+    sim: Sim,
+    outcome: RunOutcome,
+    property: Property | None,
+    agreed: list[list[Event]],
+    *,
+    upgraded: bool = False,
 ) -> list[tuple[str, str]]:
     """The example's verdicts; ``agreed`` gets the logs whose cold replay agreed here."""
     failures: list[tuple[str, str]] = []
@@ -284,6 +310,8 @@ async def _judge(
         broken = _authoring_failure(events)
         if broken:
             failures.append(("authoring", broken))
+        if upgraded and (diverged := _upgrade_failure(events)):
+            failures.append(("upgrade", diverged))
         verdict = await verify_replay_log(events)
         if not verdict.ok:
             failures.append(("replay", verdict.render()))
@@ -301,6 +329,22 @@ async def _judge(
             if not held and held is not None:
                 failures.append(("property", f"the property returned {held!r}"))
     return failures
+
+
+def _upgrade_failure(events: Sequence[Event]) -> str:
+    """Why a run failed with CORRUPTED_EVENT_LOG after an upgrade ("" when it did not)."""
+    end = next((e for e in events if e.type is EventType.RUN_FAILED), None)
+    if end is None or end.data.get("error_code") != "CORRUPTED_EVENT_LOG":
+        return ""
+    try:
+        error: object = deserialize(end.data["error"])
+    except Exception:
+        error = "(undecodable error)"
+    return (
+        f"run {end.run_id} failed with CORRUPTED_EVENT_LOG on the new code: {error}\n"
+        "The new version does not replay what the old one recorded: keep the old behaviour "
+        "behind `if patched(...)` with both branches (docs/versioning.md)."
+    )
 
 
 def _authoring_failure(events: Sequence[Event]) -> str:

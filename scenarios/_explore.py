@@ -180,6 +180,7 @@ def explore(
     max_draws: int = 2000,
     batch_examples: int = 1000,
     fresh_process: bool = True,
+    upgrade: Callable[..., Any] | None = None,
 ) -> ExploreResult:
     """Search schedules and faults of ``workflow(*args)``; shrink and report the first failure.
 
@@ -235,12 +236,29 @@ def explore(
             state is caught; the workflow must be importable by module name.
         max_draws: draws per example; later choices answer 0 (FIFO, no fault).
         batch_examples: examples per Hypothesis run (memory stays flat across runs).
+        upgrade: the workflow's next version (a ``@workflow`` or ``async def``
+            importable by ``module:qualname``): each example changes the code to
+            it at a drawn interception point ("the code changes here"), so runs
+            started on ``workflow`` finish on ``upgrade`` under every schedule,
+            and each is judged on the code it ended on: a patch that forgets a
+            branch is found with a seed (docs/versioning.md).  The fresh-process
+            replay is off then (a fresh process imports the old code).
 
     Returns:
         An :class:`ExploreResult` (``.ok``, ``.failure``, ``.stats``).
     """
     if world_factory is not None:
         check_factory(world_factory)
+    if upgrade is not None:
+        fresh_process = False  # a fresh process would judge the log on the old code
+        upgrade_ref = object_ref(upgrade)
+        if not upgrade_ref:
+            raise ValueError(
+                f"upgrade={upgrade!r} must be importable by module:qualname (a module-level "
+                "function), so a seed can name it"
+            )
+    else:
+        upgrade_ref = ""
     chosen = _resolve_scheduler(scheduler)
     LeasePolicy.of(lease_seconds, renew_every)  # refuse bad lease options before any example
     hook_pairs = tuple(hooks.items() if isinstance(hooks, Mapping) else hooks)
@@ -312,6 +330,7 @@ def explore(
         wake_up_at: tuple[int, ...] = ()
         if wake_up and conjecture.draw_boolean(0.5):
             wake_up_at = tuple(sorted(1 + draw(points) for _ in range(1 + draw(2))))
+        upgrade_at = draw(points + 1) if upgrade is not None else 0
         plan: dict[int, str] = {}
         while faults and len(plan) < max_faults and conjecture.draw_boolean(0.5):
             at = 1 + draw(max(1, points))
@@ -332,6 +351,8 @@ def explore(
             hook_points=hook_points,
             cancel_at=cancel_at,
             wake_up_at=wake_up_at,
+            upgrade=upgrade_ref,
+            upgrade_at=upgrade_at,
             fresh_process=fresh_seed,
             hash_seed=own_hash_seed if own_hash_seed.isdigit() else "",
             property=refs["property"],

@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from durasim.runtime.lowlevel import change_code
 from durasim.sim import HoldNeverReached, Match, Point, RunOutcome, Sim
 from durasim.worlds import EntityConflict, HookNotFound
 
@@ -31,6 +32,9 @@ async def drive(
     hook_points: Sequence[int] = (),
     cancel_at: int = 0,
     wake_up_at: Sequence[int] = (),
+    upgrade: Callable[..., Any] | None = None,
+    upgrade_at: int = 0,
+    code: contextlib.ExitStack | None = None,
 ) -> RunOutcome:
     """Run ``workflow(*args)`` in ``sim`` with external actions at chosen points.
 
@@ -45,10 +49,34 @@ async def drive(
         cancel_at: cancel the run at this interception point (0: never).
         wake_up_at: call ``Run.wake_up()`` (complete every open sleep now) at
             each of these interception points.
+        upgrade: the workflow's next version (docs/versioning.md): at point
+            ``upgrade_at`` "the code changes here": every delivery from then on
+            replays the run on ``upgrade``'s code (``change_code``), as a worker
+            of the new deployment would; deliveries under way finish on the old.
+        upgrade_at: the interception point of the upgrade (0: at the start).
+        code: where the upgrade is entered (the caller restores the old code
+            when it closes it, after judging the run on the new one); without
+            it, the old code is back when ``drive`` returns.
 
     Returns:
         The run's outcome once nothing can run any more.
     """
+    if code is None:
+        with contextlib.ExitStack() as own:
+            return await drive(
+                sim,
+                workflow,
+                *args,
+                hooks=hooks,
+                hook_points=hook_points,
+                cancel_at=cancel_at,
+                wake_up_at=wake_up_at,
+                upgrade=upgrade,
+                upgrade_at=upgrade_at,
+                code=own,
+            )
+    if upgrade is not None and upgrade_at <= 0:
+        code.enter_context(change_code(workflow, upgrade))
     run = await sim.start(workflow, *args)
     timed: list[tuple[int, int, str, Any]] = []  # (point, order, token or action, payload)
     late: list[tuple[str, Any]] = []
@@ -61,11 +89,17 @@ async def drive(
     if cancel_at > 0:
         timed.append((cancel_at, len(hooks), _CANCEL, None))
     timed += [(point, len(hooks) + 1 + i, _WAKE_UP, None) for i, point in enumerate(wake_up_at)]
+    if upgrade is not None and upgrade_at > 0:
+        timed.append((upgrade_at, len(hooks) + 1 + len(wake_up_at), _UPGRADE, None))
     for point, _, token, payload in sorted(timed, key=lambda t: (t[0], t[1])):
         with contextlib.suppress(HoldNeverReached):  # all came to rest before it: act now
             await sim.until(Match(phase=None, where=_from(point)))
         if token is _CANCEL:
             sometimes("explore: cancel sent", await _cancel(sim, run.run_id))
+        elif token is _UPGRADE:
+            assert upgrade is not None
+            code.enter_context(change_code(workflow, upgrade))
+            sometimes("explore: the code changed mid-run", True)
         elif token is _WAKE_UP:
             sometimes("explore: sleep woken early", await sim.wake_up(run.run_id) > 0)
         elif not await _send(sim, token, payload):
@@ -83,6 +117,7 @@ async def drive(
 #: Actions at a point that are not hook payloads (compared by identity).
 _CANCEL = "\x00cancel"
 _WAKE_UP = "\x00wake_up"
+_UPGRADE = "\x00upgrade"
 
 
 def _from(point: int) -> Callable[[Point], bool]:

@@ -12,21 +12,26 @@ import importlib
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from durasim.checkers import describe_fresh_process
-from durasim.sim import SequenceChoices
+from durasim.checkers import describe_fresh_process, render_timeline_html, timeline_from_sim
+from durasim.sim import SequenceChoices, Sim
 
 from ._example import ExampleReport, run_example
 from ._explore import probe
 from ._seeds import ExampleConfig, SeedError, resolve_ref
 
-__all__ = ["cmd_reproduce", "reproduce"]
+__all__ = ["cmd_reproduce", "reproduce", "write_reproduction_html"]
 
 
 def reproduce(
-    seed: str, *, imports: Sequence[str] = (), max_wall_seconds: float = 60.0
+    seed: str,
+    *,
+    imports: Sequence[str] = (),
+    max_wall_seconds: float = 60.0,
+    on_sim: Callable[[Sim], object] | None = None,
 ) -> ExampleReport:
     """Replay the execution ``seed`` encodes and judge it as ``explore()`` did.
 
@@ -36,6 +41,8 @@ def reproduce(
             classes are registered, when that is not the workflow's module).
         max_wall_seconds: the simulation's wall-time budget (a ``stuck`` example
             is interrupted when it runs out).
+        on_sim: called with the replayed simulation as soon as it is made (to
+            read its calls and trace afterwards, as ``--html`` does).
 
     Raises:
         SeedError: the seed is damaged or names something that cannot be imported.
@@ -69,7 +76,36 @@ def reproduce(
         setup=setup,
         determinism=False,
         max_wall_seconds=max_wall_seconds,
+        created=on_sim,
     )
+
+
+def write_reproduction_html(seed: str, path: Path, *, imports: Sequence[str] = ()) -> ExampleReport:
+    """Replay ``seed`` and write its timeline page to ``path`` (see docs/timeline.md).
+
+    The page shows every writer's World calls in order, with the verdicts that
+    failed and the marks they point at highlighted.
+    """
+    sims: list[Sim] = []
+    report = reproduce(seed, imports=imports, on_sim=sims.append)
+    config = report.config
+    summary = [
+        ("workflow", f"{config.workflow}{config.args!r}"),
+        ("verdict", report.verdict),
+        ("run status", report.status),
+        ("faults injected", ", ".join(report.faults) or "none"),
+        ("choices", str(len(config.choices))),
+        ("trace", report.trace_hash[:16]),
+        ("seed", seed),
+    ]
+    timeline = timeline_from_sim(
+        sims[-1],
+        failures=report.failures,
+        title=f"durasim reproduce: {config.workflow}",
+        summary=summary,
+    )
+    path.write_text(render_timeline_html(timeline), encoding="utf-8")
+    return report
 
 
 #: Seeds from before the one factory shape name the conformance suite's adapter of
@@ -84,8 +120,13 @@ def _current(ref: str) -> str:
     return ref
 
 
-def cmd_reproduce(seed: str, *, imports: Sequence[str], trace: bool) -> int:
-    """``durasim reproduce SEED``: print the verdict (and trace); 1 if it failed."""
+def cmd_reproduce(
+    seed: str, *, imports: Sequence[str], trace: bool, html: Path | None = None
+) -> int:
+    """``durasim reproduce SEED``: print the verdict (and trace); 1 if it failed.
+
+    With ``html``, also write the execution's timeline page there.
+    """
     if "" not in sys.path:
         sys.path.insert(0, "")  # the workflow's module, from where the command runs
     try:
@@ -100,10 +141,15 @@ def cmd_reproduce(seed: str, *, imports: Sequence[str], trace: bool) -> int:
         command = [sys.executable, "-m", "durasim.scenarios", *argv]
         if not trace:
             command.append("--no-trace")
+        if html is not None:
+            command += ["--html", str(html)]
         hashed = {**os.environ, "PYTHONHASHSEED": wanted}
         return subprocess.call(command, env=hashed)  # noqa: S603 -- this interpreter, our CLI
     try:
-        report = reproduce(seed, imports=imports)
+        if html is None:
+            report = reproduce(seed, imports=imports)
+        else:
+            report = write_reproduction_html(seed, html, imports=imports)
     except SeedError as exc:
         print(f"durasim reproduce: {exc}", file=sys.stderr)
         return 2
@@ -121,4 +167,6 @@ def cmd_reproduce(seed: str, *, imports: Sequence[str], trace: bool) -> int:
     print(f"trace {report.trace_hash[:16]}:")
     if trace:
         print(report.trace, end="")
+    if html is not None:
+        print(f"timeline written to {html}")
     return 0 if report.ok else 1

@@ -65,6 +65,10 @@ def render_script(config: ExampleConfig, *, verdict: str, seed: str, workflow_la
         call.append(f"cancel_at={config.cancel_at}")
     if config.wake_up_at:
         call.append(f"wake_up_at={list(config.wake_up_at)!r}")
+    if config.upgrade:
+        line, upgrade = _name(config.upgrade)
+        imports.add(line)
+        call += [f"upgrade={upgrade}", f"upgrade_at={config.upgrade_at}", "code=code"]
     body = [f"outcome = await drive(sim, {', '.join(call)})"]
     if "stuck" in checks:
         body.append("assert outcome.idle.stuck is None, outcome.idle.reason")
@@ -87,6 +91,8 @@ def render_script(config: ExampleConfig, *, verdict: str, seed: str, workflow_la
             "log = (await sim.snapshot()).events[outcome.run_id]",
             f"assert {prop}(outcome, log)",
         ]
+    if "upgrade" in checks:
+        body.append('assert "CORRUPTED_EVENT_LOG" not in repr(outcome.error), outcome.error')
     if "authoring" in checks:
         body.append('assert outcome.status.value != "failed", outcome.error')
     after: list[str] = []
@@ -137,7 +143,13 @@ def render_script(config: ExampleConfig, *, verdict: str, seed: str, workflow_la
     out.append("    sim = Sim(")
     out += [f"        {a}" for a in sim_args]
     out += ["    )", "", "    async def scenario(sim: Sim) -> None:"]
-    out += [f"        {b}" for b in body]
+    if config.upgrade:  # judged on the code the run ended on: the upgrade holds till then
+        imports_line = "import contextlib"
+        out.insert(out.index("def test_explored_schedule() -> None:") - 1, imports_line)
+        out.append("        with contextlib.ExitStack() as code:")
+        out += [f"            {b}" for b in body]
+    else:
+        out += [f"        {b}" for b in body]
     out += ["", "    sim.run_sync(scenario)", *(f"    {a}" for a in after), ""]
     return "\n".join(out)
 

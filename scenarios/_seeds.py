@@ -56,6 +56,8 @@ class ExampleConfig:
         cancel_at: the interception point at which the run is cancelled (0: never).
         wake_up_at: interception points at which ``Run.wake_up()`` completes the
             run's open sleeps early (an operator racing the deliveries).
+        upgrade: ``module:qualname`` of the workflow's next version, or "".
+        upgrade_at: the interception point at which the code changes to it.
         choices: the scheduler's answers, in order.
         property: ``module:qualname`` of the property, or "".
         setup: ``module:qualname`` of the per-example set-up, or "".
@@ -77,6 +79,8 @@ class ExampleConfig:
     hook_points: tuple[int, ...] = ()
     cancel_at: int = 0
     wake_up_at: tuple[int, ...] = ()
+    upgrade: str = ""
+    upgrade_at: int = 0
     choices: tuple[int, ...] = ()
     property: str = ""
     setup: str = ""
@@ -107,6 +111,9 @@ class ExampleConfig:
             doc["cancel"] = self.cancel_at
         if self.wake_up_at:
             doc["wake"] = list(self.wake_up_at)
+        if self.upgrade:
+            doc["upgrade"] = self.upgrade
+            doc["upgrade_at"] = self.upgrade_at
         for key, value in (("prop", self.property), ("setup", self.setup), ("world", self.world)):
             if value:
                 doc[key] = value
@@ -144,6 +151,8 @@ class ExampleConfig:
                 hook_points=tuple(int(p) for p in doc.get("hook_points", ())),
                 cancel_at=int(doc.get("cancel", 0)),
                 wake_up_at=tuple(int(p) for p in doc.get("wake", ())),
+                upgrade=str(doc.get("upgrade", "")),
+                upgrade_at=int(doc.get("upgrade_at", 0)),
                 choices=tuple(int(c) for c in doc["choices"]),
                 property=doc.get("prop", ""),
                 setup=doc.get("setup", ""),

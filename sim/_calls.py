@@ -107,11 +107,9 @@ class CallLog:
 
 
 def make_point(fields: tuple[Any, ...]) -> Point:
-    """A Point from (ordinal, seq, call, phase, writers, run_id, types, correlation ids,
+    """A Point from (ordinal, at, seq, call, phase, writers, run_id, types, correlation ids,
     token, events[, failed, error])."""
-    ordinal, seq, call, phase, writers, run_id, types, correlation_ids, token, events, *failure = (
-        fields
-    )
+    ordinal, at, seq, call, phase, writers, run_id, types, cids, token, events, *failure = fields
     failed, error = failure or (False, None)
     return Point(
         ordinal=ordinal,
@@ -122,11 +120,12 @@ def make_point(fields: tuple[Any, ...]) -> Point:
         writers=writers,
         run_id=run_id,
         types=types,
-        correlation_ids=correlation_ids,
+        correlation_ids=cids,
         token=token,
         failed=failed,
         error=error,
         events=events,
+        at=at,
     )
 
 

@@ -97,6 +97,7 @@ class Point:
         error: after only: the error's type name.
         events: each event of the write: the requested ones before the commit
             (position 0), the committed ones after it (with their positions).
+        at: the virtual time of the point, in seconds since the simulation began.
     """
 
     ordinal: int
@@ -112,6 +113,7 @@ class Point:
     failed: bool = False
     error: str | None = None
     events: tuple[PointEvent, ...] = ()
+    at: float = 0.0
 
     def describe(self) -> str:
         """``orch d1 at events.create_batch:before (step_created, step_started)``."""

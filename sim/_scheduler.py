@@ -115,7 +115,7 @@ class Scheduler:
         self.queue = SimQueue(clock, ids)
         self.world = SimWorld(self, store, self.queue, clock)
         self.engine = engine_for(self.world)
-        self.trace = Trace(clock)
+        self.trace = Trace(clock, lambda: self._ordinal)
         #: The faults the choice source may inject, and those it did.
         self.faults = Faults(self, faults, odds=fault_odds, max_faults=max_faults)
         #: The leases of the running deliveries, renewed as the clock moves.
@@ -227,12 +227,13 @@ class Scheduler:
     async def _pass(self, actor: Actor, *fields: Any) -> None:
         """One interception point; ``fields``: a Point's after its ordinal (see make_point)."""
         self._ordinal += 1
+        at = self.clock.elapsed
         if not self._watches and self._alone():
             # Nothing else could run and nobody looks: go on (see at()); the
             # Point is built only if the history is read.
-            self._history.append((self._ordinal, *fields))
+            self._history.append((self._ordinal, at, *fields))
             return
-        await self.at(actor, make_point((self._ordinal, *fields)))
+        await self.at(actor, make_point((self._ordinal, at, *fields)))
 
     async def at(self, actor: Actor, point: Point) -> None:
         """Record ``point``, fire the script's watches, park until the scheduler says go."""

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import attrs
 
 from durasim.runtime import LeasePolicy, Limits, Run, resume_hook, start
-from durasim.runtime.lowlevel import wall_monotonic
+from durasim.runtime.lowlevel import pinning, wall_monotonic
 from durasim.worlds import (
     Event,
     IdSource,
@@ -41,6 +41,7 @@ from ._handles import DeferredCommit, Hold, WriterHandle
 from ._points import EXTERNAL, ORCHESTRATOR, STEP, Match, Point, Writer, WriterPattern
 from ._reports import IdleReport, RunOutcome, SimSnapshot, StallReport, find_stalls, take_snapshot
 from ._scheduler import Scheduler
+from ._trace import TraceEntry
 from ._watchdog import WallGuard, grace_after
 from ._world import Actor, SimWorld
 
@@ -234,9 +235,11 @@ class Sim:
 
     async def start(
         self, workflow: Callable[..., Any], *args: Any, run_id: str | None = None, **kwargs: Any
-    ) -> Run:
+    ) -> Run[Any]:
         """Start a run (as an external writer); it is delivered when the scheduler picks it."""
-        run = await start(workflow, *args, world=self.world, run_id=run_id, **kwargs)
+        # Unpinned: a simulated log must not depend on the workflow's source text.
+        with pinning(False):
+            run = await start(workflow, *args, world=self.world, run_id=run_id, **kwargs)
         self.run_id = run.run_id
         return run
 
@@ -531,6 +534,16 @@ class Sim:
     def trace_text(self) -> str:
         """The trace as text (stable for golden files)."""
         return self._core.trace.text()
+
+    @property
+    def trace_entries(self) -> list[TraceEntry]:
+        """The trace as values (what the timeline page draws), oldest first."""
+        return self._core.trace.entries
+
+    @property
+    def points(self) -> list[Point]:
+        """Every interception point passed so far (two per World call), in order."""
+        return self._core.history
 
     @property
     def trace_hash(self) -> str:

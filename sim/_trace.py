@@ -10,6 +10,7 @@ demand, so an unread trace costs little; the text is stable for golden files.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +35,8 @@ class TraceEntry:
         text: the line's text after its marker (unused for events).
         event: the committed event (``kind == "event"``).
         writer: the writer's label (events).
+        points: how many interception points had been passed when it was
+            written (places it among the calls: see ``Sim.points``).
     """
 
     kind: str
@@ -41,6 +44,7 @@ class TraceEntry:
     text: str = ""
     event: Event | None = None
     writer: str = ""
+    points: int = 0
 
 
 _MARKS = {
@@ -54,30 +58,39 @@ _MARKS = {
 
 
 class Trace:
-    """The simulation's trace (append-only)."""
+    """The simulation's trace (append-only).
 
-    def __init__(self, clock: SimClock) -> None:
+    Args:
+        clock: gives each line its virtual time.
+        points: how many interception points have been passed (the scheduler's
+            count), recorded with each line.
+    """
+
+    def __init__(self, clock: SimClock, points: Callable[[], int] = lambda: 0) -> None:
         self._clock = clock
-        # Rows as plain tuples (kind, at, text, event, writer): a trace nobody reads
-        # costs one tuple per line; entries are built when asked for.
-        self._rows: list[tuple[str, float, str, Event | None, str]] = []
+        self._points = points
+        # Rows as plain tuples (kind, at, text, event, writer, points): a trace nobody
+        # reads costs one tuple per line; entries are built when asked for.
+        self._rows: list[tuple[str, float, str, Event | None, str, int]] = []
         self._entries: list[TraceEntry] = []
 
     @property
     def entries(self) -> list[TraceEntry]:
         """Every line so far, oldest first (a new list each time)."""
         rows, entries = self._rows, self._entries
-        for kind, at, text, event, writer in rows[len(entries) :]:
-            entries.append(TraceEntry(kind=kind, at=at, text=text, event=event, writer=writer))
+        for kind, at, text, event, writer, points in rows[len(entries) :]:
+            entries.append(
+                TraceEntry(kind=kind, at=at, text=text, event=event, writer=writer, points=points)
+            )
         return list(entries)
 
     def add(self, kind: str, text: str) -> None:
         """A non-event line."""
-        self._rows.append((kind, self._clock.elapsed, text, None, ""))
+        self._rows.append((kind, self._clock.elapsed, text, None, "", self._points()))
 
     def event(self, event: Event, writer: str) -> None:
         """A committed event."""
-        self._rows.append(("event", self._clock.elapsed, "", event, writer))
+        self._rows.append(("event", self._clock.elapsed, "", event, writer, self._points()))
 
     def lines(self) -> list[str]:
         """The rendered lines."""

@@ -7,7 +7,7 @@ docs/protocol.md is the normative contract; :mod:`durasim.worlds` gives:
 * the contract as protocols (:class:`World` and its facets), value types and errors;
 * the reference fold and guards every World reuses (:func:`fold_log`, :func:`plan_write`),
   and the input checks they run before any I/O (:func:`check_request`, :func:`check_run_id`,
-  :func:`check_limit`, ... docs/writing-a-world.md);
+  :func:`check_limit`, :func:`check_text` for every string, ... docs/writing-a-world.md);
 * :class:`MemoryWorld` (the reference) and :class:`SQLiteWorld` (the embedded default);
 * the one factory shape everything that builds Worlds takes,
   ``make(setup: WorldSetup) -> World`` (:class:`WorldSetup`, :func:`check_factory`);
@@ -25,6 +25,7 @@ from ._checks import (
     check_limit,
     check_message,
     check_queue_name,
+    check_queue_prefix,
     check_request,
     clamp_start,
     decode_run_cursor,
@@ -98,6 +99,7 @@ from ._protocol import (
 )
 from ._setup import FactoryError, WorldFactory, WorldSetup, check_factory
 from ._sqlite import SQLiteWorld
+from ._text import STRING_LIMITS, check_text, check_token
 from ._time import (
     EPOCH,
     Clock,
@@ -122,6 +124,7 @@ __all__ = [
     "MAX_CLOCK_SKEW",
     "MAX_PAGE",
     "RUN_TERMINAL_TYPES",
+    "STRING_LIMITS",
     "BatchResult",
     "Capabilities",
     "Chunk",
@@ -196,9 +199,12 @@ __all__ = [
     "check_limit",
     "check_message",
     "check_queue_name",
+    "check_queue_prefix",
     "check_request",
     "check_run_id",
     "check_stream_name",
+    "check_text",
+    "check_token",
     "clamp_start",
     "decode_run_cursor",
     "encode_run_cursor",

@@ -10,6 +10,7 @@ from typing import Any
 from ._entities import RunRecord, RunStatus
 from ._errors import InvalidRequest
 from ._events import EventRequest, check_run_id, validate_request
+from ._text import check_text, shown
 from ._time import to_micros
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "check_limit",
     "check_message",
     "check_queue_name",
+    "check_queue_prefix",
     "check_request",
     "clamp_start",
     "decode_run_cursor",
@@ -45,9 +47,16 @@ def check_queue_name(name: object) -> str:
     """A queue name of 1-200 characters from ``[A-Za-z0-9_.:/@#-]``."""
     if not isinstance(name, str) or not _QUEUE_NAME.fullmatch(name):
         raise InvalidRequest(
-            f"queue name {name!r} is malformed: use 1-200 characters from [A-Za-z0-9_.:/@#-]"
+            f"queue name {shown(name)} is malformed: use 1-200 characters from [A-Za-z0-9_.:/@#-]",
+            field="queue name",
+            rule="format",
         )
     return name
+
+
+def check_queue_prefix(prefix: object) -> str:
+    """A ``queue_prefix`` to claim from: text of 0-200 characters (valid UTF-8, no NUL)."""
+    return check_text(prefix, field="queue_prefix")
 
 
 def normalize_statuses(
@@ -79,12 +88,30 @@ def encode_run_cursor(run: RunRecord) -> str:
 
 def decode_run_cursor(cursor: str) -> tuple[int, str]:
     """The sort key a cursor points past; :class:`InvalidRequest` if it is not ours."""
-    micros, sep, run_id = cursor.partition("|") if isinstance(cursor, str) else ("", "", "")
-    if not sep or not micros.lstrip("-").isdigit() or not run_id:
+    micros, sep, run_id = (
+        cursor.partition("|") if isinstance(cursor, str) and len(cursor) <= 160 else ("", "", "")
+    )
+    if (
+        not sep
+        or not micros.isascii()
+        or not micros.lstrip("-").isdigit()
+        or len(micros) > 24
+        or not _is_run_id(run_id)
+    ):
         raise InvalidRequest(
-            f"run cursor {cursor!r} is malformed: pass back the cursor of a RunPage unchanged"
+            f"run cursor {shown(cursor)} is malformed: pass back the cursor of a RunPage unchanged",
+            field="cursor",
+            rule="format",
         )
     return int(micros), run_id
+
+
+def _is_run_id(text: str) -> bool:
+    try:
+        check_run_id(text)
+    except InvalidRequest:
+        return False
+    return True
 
 
 def check_request(request: object) -> EventRequest:
@@ -120,8 +147,8 @@ def check_message(payload: Any, run_id: Any, orchestrator: Any, key: Any) -> Non
         check_run_id(run_id)
     if orchestrator and run_id is None:
         raise InvalidRequest("an orchestrator message must name its run: pass run_id=")
-    if key is not None and (not isinstance(key, str) or not key or len(key) > 512):
-        raise InvalidRequest(f"idempotency_key must be a str of 1-512 characters, got {key!r}")
+    if key is not None:
+        check_text(key, field="idempotency_key")
 
 
 def check_chunks(chunks: Any) -> list[bytes]:

@@ -17,6 +17,7 @@ from typing import Any, Final
 import attrs
 
 from ._errors import InvalidRequest
+from ._text import STRING_LIMITS, check_text, check_token, shown
 
 __all__ = [
     "Event",
@@ -267,6 +268,8 @@ MAX_REASON_CHARS: Final = 512
 MAX_ATTR_KEY_CHARS: Final = 128
 MAX_ATTR_VALUE_CHARS: Final = 4096
 MAX_TOKEN_CHARS: Final = 256
+#: Bound of a str field without its own entry in STRING_LIMITS.
+MAX_TEXT_CHARS: Final = 256
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 _CORRELATION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/#@+=~-]{0,255}")
@@ -277,9 +280,11 @@ def check_run_id(run_id: object) -> str:
     """Return ``run_id`` if it is a well-formed run id, else raise :class:`InvalidRequest`."""
     if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
         raise InvalidRequest(
-            f"run id {run_id!r} is malformed: use 1-128 characters from [A-Za-z0-9_-], "
+            f"run id {shown(run_id)} is malformed: use 1-128 characters from [A-Za-z0-9_-], "
             "starting with a letter or digit (no paths, quotes or SQL)",
-            run_id=run_id,
+            run_id=run_id if isinstance(run_id, str) and len(run_id) <= 1024 else shown(run_id),
+            field="run_id",
+            rule="format",
         )
     return run_id
 
@@ -288,9 +293,11 @@ def check_correlation_id(correlation_id: object, *, what: str = "correlation id"
     """Return ``correlation_id`` if well formed, else raise :class:`InvalidRequest`."""
     if not isinstance(correlation_id, str) or not _CORRELATION_ID.fullmatch(correlation_id):
         raise InvalidRequest(
-            f"{what} {correlation_id!r} is malformed: use 1-256 characters from "
+            f"{what} {shown(correlation_id)} is malformed: use 1-256 characters from "
             "[A-Za-z0-9_.:/#@+=~-], starting with a letter, digit or underscore",
-            correlation_id=correlation_id,
+            correlation_id=shown(correlation_id),
+            field="correlation_id",
+            rule="format",
         )
     return correlation_id
 
@@ -299,24 +306,12 @@ def check_stream_name(name: object) -> str:
     """Return ``name`` if it is a well-formed stream name, else raise :class:`InvalidRequest`."""
     if not isinstance(name, str) or not _STREAM_NAME.fullmatch(name):
         raise InvalidRequest(
-            f"stream name {name!r} is malformed: use 1-128 characters from [A-Za-z0-9_.:/-]",
-            name=name,
+            f"stream name {shown(name)} is malformed: use 1-128 characters from [A-Za-z0-9_.:/-]",
+            name=shown(name),
+            field="stream name",
+            rule="format",
         )
     return name
-
-
-def _check_token(token: str) -> None:
-    if (
-        not token
-        or len(token) > MAX_TOKEN_CHARS
-        or not token.isprintable()
-        or any(ch.isspace() for ch in token)
-    ):
-        raise InvalidRequest(
-            f"hook token {token!r} is malformed: use 1-{MAX_TOKEN_CHARS} printable "
-            "characters without whitespace",
-            token=token,
-        )
 
 
 def _check_changes(where: str, value: object) -> tuple[tuple[str, str | None], ...]:
@@ -331,21 +326,23 @@ def _check_changes(where: str, value: object) -> tuple[tuple[str, str | None], .
         if not (isinstance(item, tuple | list) and len(item) == 2):
             raise InvalidRequest(f"{where}: each change must be a (key, value) pair, got {item!r}")
         key, val = item
-        if (
-            not isinstance(key, str)
-            or not key
-            or len(key) > MAX_ATTR_KEY_CHARS
-            or not key.isprintable()
-        ):
+        check_text(key, field="attribute key")
+        if not key.isprintable():
             raise InvalidRequest(
-                f"{where}: attribute key {key!r} must be 1-{MAX_ATTR_KEY_CHARS} "
-                "printable characters"
+                f"{where}: attribute key {shown(key)} must be 1-{MAX_ATTR_KEY_CHARS} "
+                "printable characters",
+                field="attribute key",
+                rule="printable",
             )
-        if val is not None and (not isinstance(val, str) or len(val) > MAX_ATTR_VALUE_CHARS):
-            raise InvalidRequest(
-                f"{where}: value of attribute {key!r} must be a str of at most "
-                f"{MAX_ATTR_VALUE_CHARS} characters, or None to delete it"
-            )
+        if val is not None:
+            if not isinstance(val, str):
+                raise InvalidRequest(
+                    f"{where}: value of attribute {key!r} must be a str of at most "
+                    f"{MAX_ATTR_VALUE_CHARS} characters, or None to delete it",
+                    field="attribute value",
+                    rule="type",
+                )
+            check_text(val, field="attribute value")
         changes.append((key, val))
     return tuple(changes)
 
@@ -363,16 +360,16 @@ def _check_field(type_: EventType, name: str, spec: _Field, value: object) -> ob
             )
     elif spec.kind == _STR:
         if not isinstance(value, str):
-            raise InvalidRequest(f"{where} must be a str, got {type(value).__name__}", field=where)
-        if name == "token":
-            _check_token(value)
-        elif name == "reason" and len(value) > MAX_REASON_CHARS:
             raise InvalidRequest(
-                f"{where} is {len(value)} characters; shorten it to at most {MAX_REASON_CHARS}",
-                field=where,
+                f"{where} must be a str, got {type(value).__name__}", field=where, rule="type"
             )
-        elif name in {"conflicting_run_id"}:
+        if name == "token":
+            check_token(value, field=where)
+        elif name == "conflicting_run_id":
             check_run_id(value)
+        else:
+            low, high = STRING_LIMITS.get(name, (1, MAX_TEXT_CHARS))
+            check_text(value, field=where, min_chars=low, max_chars=high)
     elif spec.kind == _INT:
         if type(value) is not int or value < 0:
             raise InvalidRequest(f"{where} must be a non-negative int, got {value!r}", field=where)
@@ -443,7 +440,10 @@ _RULES: Final[dict[str, _Rules]] = {
 #: Field kinds whose values need no check beyond their exact type ...
 _PLAIN: Final = {_BYTES: bytes, _STR: str, _BOOL: bool}
 #: ... except these string fields, checked further by :func:`_check_field`.
-_STR_CHECKED: Final = frozenset({"token", "reason", "conflicting_run_id"})
+_STR_CHECKED: Final = frozenset({"token", "conflicting_run_id"})
+#: Short ASCII text without NUL is valid for every str field whose lower bound is
+#: at most 1 (an empty one goes to the full check, which knows each field's bound).
+_FAST_MAX_CHARS: Final = min(high for _, high in STRING_LIMITS.values())
 
 
 def _validate_common(
@@ -472,7 +472,12 @@ def _validate_common(
             if spec.required:
                 return None
         elif type(value) is _PLAIN.get(spec.kind) and name not in _STR_CHECKED:
-            clean[name] = value
+            if isinstance(value, str) and not (
+                value and value.isascii() and len(value) <= _FAST_MAX_CHARS and "\x00" not in value
+            ):
+                clean[name] = _check_field(rules.type, name, spec, value)
+            else:
+                clean[name] = value
         else:
             clean[name] = _check_field(rules.type, name, spec, value)
     request = EventRequest(type=rules.type, correlation_id=correlation_id, data=Payload(clean))

@@ -49,11 +49,13 @@ from ._events import (
     Event,
     EventRequest,
     EventType,
+    check_correlation_id,
     check_run_id,
 )
 from ._fold import FoldedRun, fold_log
 from ._guards import Plan, plan_batch, plan_create_run, plan_write
 from ._memory_queue import MemoryQueue, MemoryStreams, QueueSlot, StreamBuffer
+from ._text import check_text, check_token
 from ._time import Clock, IdSource, RandomIds, SystemClock
 
 __all__ = ["MemoryWorld"]
@@ -236,6 +238,8 @@ class _Runs(_Facet):
         cursor: str | None = None,
     ) -> RunPage:
         check_limit(limit)
+        if workflow_name is not None:
+            check_text(workflow_name, field="workflow_name")
         statuses = normalize_statuses(status)
         after = decode_run_cursor(cursor) if cursor is not None else None
         runs = sorted(
@@ -261,6 +265,8 @@ class _Runs(_Facet):
 
 class _Steps(_Facet):
     async def get(self, run_id: str, step_id: str) -> StepRecord:
+        check_run_id(run_id)
+        check_correlation_id(step_id, what="step id")
         step = self._w._record(run_id).state.steps.get(step_id)
         if step is None:
             raise StepNotFound(f"run {run_id!r} has no step {step_id!r}", run_id=run_id)
@@ -272,12 +278,15 @@ class _Steps(_Facet):
 
 class _Hooks(_Facet):
     async def get(self, run_id: str, hook_id: str) -> HookRecord:
+        check_run_id(run_id)
+        check_correlation_id(hook_id, what="hook id")
         hook = self._w._record(run_id).state.hooks.get(hook_id)
         if hook is None:
             raise HookNotFound(f"run {run_id!r} has no hook {hook_id!r}", run_id=run_id)
         return hook
 
     async def get_by_token(self, token: str) -> HookRecord:
+        check_token(token)
         owner = self._w._tokens.get(token) if isinstance(token, str) else None
         if owner is None:
             raise HookNotFound(
@@ -292,6 +301,8 @@ class _Hooks(_Facet):
 
 class _Waits(_Facet):
     async def get(self, run_id: str, wait_id: str) -> WaitRecord:
+        check_run_id(run_id)
+        check_correlation_id(wait_id, what="wait id")
         wait = self._w._record(run_id).state.waits.get(wait_id)
         if wait is None:
             raise WaitNotFound(f"run {run_id!r} has no wait {wait_id!r}", run_id=run_id)

@@ -15,6 +15,7 @@ from ._checks import (
     check_limit,
     check_message,
     check_queue_name,
+    check_queue_prefix,
     clamp_start,
 )
 from ._entities import Chunk, ChunkPage, Delivery, Message, StreamInfo
@@ -142,6 +143,7 @@ class MemoryQueue(_Facet):
         with _QUEUE_LOCK:  # a heartbeat thread may extend meanwhile
             w = self._w
             lease = check_delay(lease_seconds, what="lease_seconds")
+            check_queue_prefix(queue_prefix)
             moment = w._clock.now()
             now = to_micros(moment)
             busy = {s.message.run_id for s in w._queue.values() if s.gates_run(now)}
@@ -217,6 +219,7 @@ class MemoryQueue(_Facet):
         return MemoryLeaseRenewer(self)
 
     async def next_due(self, *, queue_prefix: str = "") -> datetime | None:
+        check_queue_prefix(queue_prefix)
         times = [
             s.claimable_at()
             for s in self._w._queue.values()

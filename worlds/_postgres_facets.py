@@ -14,6 +14,8 @@ from . import _postgres_codec as codec
 from ._checks import check_limit, decode_run_cursor, encode_run_cursor, normalize_statuses
 from ._entities import HookRecord, RunPage, RunRecord, RunStatus, StepRecord, WaitRecord
 from ._errors import HookNotFound, StepNotFound, WaitNotFound
+from ._events import check_correlation_id, check_run_id
+from ._text import check_text, check_token
 
 if TYPE_CHECKING:
     from ._postgres import Conn, PostgresWorld
@@ -52,6 +54,8 @@ class _Runs(_Facet):
         cursor: str | None = None,
     ) -> RunPage:
         check_limit(limit)
+        if workflow_name is not None:
+            check_text(workflow_name, field="workflow_name")
         statuses = normalize_statuses(status)
         if statuses is not None and not statuses:
             return RunPage(runs=(), cursor=None)
@@ -85,6 +89,8 @@ class _Runs(_Facet):
 
 class _Steps(_Facet):
     async def get(self, run_id: str, step_id: str) -> StepRecord:
+        check_run_id(run_id)
+        check_correlation_id(step_id, what="step id")
         rows = await self._of_run(
             run_id,
             f"SELECT {codec.STEP_COLUMNS} FROM steps WHERE run_id = %s AND step_id = %s",
@@ -105,6 +111,8 @@ class _Steps(_Facet):
 
 class _Hooks(_Facet):
     async def get(self, run_id: str, hook_id: str) -> HookRecord:
+        check_run_id(run_id)
+        check_correlation_id(hook_id, what="hook id")
         rows = await self._of_run(
             run_id,
             f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE run_id = %s AND hook_id = %s",
@@ -115,10 +123,12 @@ class _Hooks(_Facet):
         return codec.hook_from_row(rows[0])
 
     async def get_by_token(self, token: str) -> HookRecord:
+        check_token(token)
+
         async def body(conn: Conn) -> tuple[Any, ...] | None:
             cur = await conn.execute(
                 f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE token = %s AND status = 'active'",
-                (token if isinstance(token, str) else "",),
+                (token,),
             )
             return await cur.fetchone()
 
@@ -141,6 +151,8 @@ class _Hooks(_Facet):
 
 class _Waits(_Facet):
     async def get(self, run_id: str, wait_id: str) -> WaitRecord:
+        check_run_id(run_id)
+        check_correlation_id(wait_id, what="wait id")
         rows = await self._of_run(
             run_id,
             f"SELECT {codec.WAIT_COLUMNS} FROM waits WHERE run_id = %s AND wait_id = %s",

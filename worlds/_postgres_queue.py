@@ -32,10 +32,11 @@ from ._checks import (
     check_limit,
     check_message,
     check_queue_name,
+    check_queue_prefix,
     clamp_start,
 )
 from ._entities import Chunk, ChunkPage, Delivery, Message, StreamInfo
-from ._errors import InvalidRequest, LeaseLost, StreamClosed, WorldError
+from ._errors import LeaseLost, StreamClosed, WorldError
 from ._events import check_stream_name
 from ._postgres_schema import channel
 from ._time import from_micros, to_micros
@@ -156,8 +157,7 @@ class PostgresQueue(_Facet):
     ) -> Delivery | None:
         w = self._w
         lease = check_delay(lease_seconds, what="lease_seconds")
-        if not isinstance(queue_prefix, str):
-            raise InvalidRequest(f"queue_prefix must be a str, got {queue_prefix!r}")
+        check_queue_prefix(queue_prefix)
         limit = w._max_deliveries
         contended = False
 
@@ -304,6 +304,8 @@ class PostgresQueue(_Facet):
         return PostgresLeaseRenewer(self._w)
 
     async def next_due(self, *, queue_prefix: str = "") -> datetime | None:
+        check_queue_prefix(queue_prefix)
+
         async def body(conn: Conn) -> Any:
             cur = await conn.execute(
                 "SELECT min(due_at) FROM messages WHERE left(queue_name, %s) = %s",

@@ -41,9 +41,17 @@ from ._errors import (
     StepNotFound,
     WaitNotFound,
 )
-from ._events import STEP_TYPES, Event, EventRequest, EventType, check_run_id
+from ._events import (
+    STEP_TYPES,
+    Event,
+    EventRequest,
+    EventType,
+    check_correlation_id,
+    check_run_id,
+)
 from ._guards import plan_batch, plan_create_run, plan_write
 from ._sqlite_view import _View
+from ._text import check_text, check_token
 
 if TYPE_CHECKING:
     from ._sqlite import SQLiteWorld
@@ -70,6 +78,8 @@ class _Runs(_Facet):
         cursor: str | None = None,
     ) -> RunPage:
         check_limit(limit)
+        if workflow_name is not None:
+            check_text(workflow_name, field="workflow_name")
         statuses = normalize_statuses(status)
         if statuses is not None and not statuses:
             return RunPage(runs=(), cursor=None)
@@ -101,6 +111,8 @@ class _Runs(_Facet):
 
 class _Steps(_Facet):
     async def get(self, run_id: str, step_id: str) -> StepRecord:
+        check_run_id(run_id)
+        check_correlation_id(step_id, what="step id")
         with self._w._read() as db:
             self._w._require_run(db, run_id)
             step = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).step(step_id)
@@ -119,6 +131,8 @@ class _Steps(_Facet):
 
 class _Hooks(_Facet):
     async def get(self, run_id: str, hook_id: str) -> HookRecord:
+        check_run_id(run_id)
+        check_correlation_id(hook_id, what="hook id")
         with self._w._read() as db:
             self._w._require_run(db, run_id)
             hook = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).hook(hook_id)
@@ -127,11 +141,12 @@ class _Hooks(_Facet):
         return hook
 
     async def get_by_token(self, token: str) -> HookRecord:
+        check_token(token)
         row = (
             self._w._live()
             .execute(
                 f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE token = ? AND status = 'active'",
-                (token if isinstance(token, str) else "",),
+                (token,),
             )
             .fetchone()
         )
@@ -153,6 +168,8 @@ class _Hooks(_Facet):
 
 class _Waits(_Facet):
     async def get(self, run_id: str, wait_id: str) -> WaitRecord:
+        check_run_id(run_id)
+        check_correlation_id(wait_id, what="wait id")
         with self._w._read() as db:
             self._w._require_run(db, run_id)
             wait = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).wait(wait_id)

@@ -21,10 +21,11 @@ from ._checks import (
     check_limit,
     check_message,
     check_queue_name,
+    check_queue_prefix,
     clamp_start,
 )
 from ._entities import Chunk, ChunkPage, Delivery, Message, StreamInfo
-from ._errors import InvalidRequest, LeaseLost, StreamClosed, WorldError
+from ._errors import LeaseLost, StreamClosed, WorldError
 from ._events import check_stream_name
 from ._time import from_micros, to_micros
 
@@ -100,8 +101,7 @@ class SQLiteQueue(_Facet):
     ) -> Delivery | None:
         w = self._w
         lease = check_delay(lease_seconds, what="lease_seconds")
-        if not isinstance(queue_prefix, str):
-            raise InvalidRequest(f"queue_prefix must be a str, got {queue_prefix!r}")
+        check_queue_prefix(queue_prefix)
         with w._write() as db:
             now = w._clock.now()
             now_us = to_micros(now)
@@ -205,6 +205,7 @@ class SQLiteQueue(_Facet):
         return SQLiteLeaseRenewer(self._w)
 
     async def next_due(self, *, queue_prefix: str = "") -> datetime | None:
+        check_queue_prefix(queue_prefix)
         row = (
             self._w._live()
             .execute(

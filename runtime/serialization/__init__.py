@@ -16,9 +16,11 @@ from ._frozen import FrozenValues
 from ._frozen_codec import Chain
 from ._registry import ClassRegistry, Registered, default_class_id, default_registry, serializable
 from ._store import MemoryRecordStore, RecordStore
+from ._tracebacks import MAX_TRACEBACK_CHARS, format_error
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_TRACEBACK_CHARS",
     "PREFIX",
     "Chain",
     "ClassRegistry",
@@ -33,6 +35,7 @@ __all__ = [
     "default_class_id",
     "default_registry",
     "deserialize",
+    "format_error",
     "serializable",
     "serialize",
 ]

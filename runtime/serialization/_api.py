@@ -8,10 +8,21 @@ from typing import Any
 from ._decode import Decoder, Malformed
 from ._encode import Encoder, Refusal, is_plain
 from ._errors import SerializationError
-from ._format import KIND_FROZEN, KIND_PLAIN, KIND_TAGGED, MAX_DEPTH, PREFIX
+from ._format import INT_LIMIT, KIND_FROZEN, KIND_PLAIN, KIND_TAGGED, MAX_DEPTH, PREFIX
 from ._registry import ClassRegistry, default_registry
 
-__all__ = ["deserialize", "dumps_tree", "loads_body", "serialize", "split_payload", "wrap_errors"]
+__all__ = [
+    "HEAD_PLAIN",
+    "NOT_PLAIN",
+    "deserialize",
+    "dumps_tree",
+    "loads_body",
+    "loads_plain",
+    "plain_scalar",
+    "serialize",
+    "split_payload",
+    "wrap_errors",
+]
 
 _HEAD_PLAIN = PREFIX + bytes([KIND_PLAIN])
 _HEAD_TAGGED = PREFIX + bytes([KIND_TAGGED])
@@ -19,6 +30,49 @@ _HEAD_LEN = len(PREFIX) + 1
 # Every tree is built by the encoder from checked parts: no cycles (refs are
 # indices), no NaN (tagged), so json's own checks are off for speed.
 _dumps = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False).encode
+_ascii_string = json.encoder.encode_basestring_ascii
+HEAD_PLAIN = _HEAD_PLAIN
+
+
+def plain_scalar(value: object) -> bytes | None:
+    """The plain payload of a JSON scalar (the bytes ``serialize`` writes); None otherwise.
+
+    The fast path of the commonest step result and argument: the same bytes as
+    ``dumps_tree`` (``json``'s own ``repr`` of ints and floats, its ASCII escaping
+    of strings), without the plainness walk or the encoder's machinery.
+    """
+    t = type(value)
+    if t is int:
+        assert isinstance(value, int)
+        if -INT_LIMIT <= value <= INT_LIMIT:
+            return _HEAD_PLAIN + int.__repr__(value).encode("ascii")
+        return None
+    if t is str:
+        assert isinstance(value, str)
+        return _HEAD_PLAIN + _ascii_string(value).encode("ascii")
+    if value is None:
+        return _HEAD_PLAIN + b"null"
+    if t is bool:
+        return _HEAD_PLAIN + (b"true" if value else b"false")
+    if t is float:
+        assert isinstance(value, float)
+        if value - value == 0.0:
+            return _HEAD_PLAIN + float.__repr__(value).encode("ascii")
+    return None
+
+
+NOT_PLAIN = object()
+
+
+def loads_plain(data: object) -> Any:
+    """A plain payload's value, or ``NOT_PLAIN`` (any other payload, or one that fails:
+    the full path then decodes it, or raises its error)."""
+    if type(data) is bytes and data[:_HEAD_LEN] == _HEAD_PLAIN:
+        try:
+            return _loads(data[_HEAD_LEN:].decode("utf-8"))
+        except Exception:
+            return NOT_PLAIN
+    return NOT_PLAIN
 
 
 def dumps_tree(tree: Any) -> bytes:
@@ -63,6 +117,9 @@ def serialize(
         SerializationError: a part of the value cannot cross a step boundary; the
             message names its path, its type and what to pass instead.
     """
+    scalar = plain_scalar(value)
+    if scalar is not None:
+        return scalar
     with wrap_errors(root):
         if is_plain(value):
             return _HEAD_PLAIN + dumps_tree(value)
@@ -87,6 +144,9 @@ def deserialize(
             version, name an unregistered class, or refer to stored frozen values
             (decode those with :meth:`FrozenValues.deserialize`).
     """
+    value = loads_plain(data)
+    if value is not NOT_PLAIN:
+        return value
     kind, header, body = split_payload(data)
     if kind == KIND_FROZEN:
         raise SerializationError(

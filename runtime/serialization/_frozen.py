@@ -17,7 +17,15 @@ import enum
 import json
 from typing import Any
 
-from ._api import dumps_tree, loads_body, split_payload, wrap_errors
+from ._api import (
+    NOT_PLAIN,
+    dumps_tree,
+    loads_body,
+    loads_plain,
+    plain_scalar,
+    split_payload,
+    wrap_errors,
+)
 from ._encode import Encoder, is_plain
 from ._errors import SerializationError
 from ._format import KIND_FROZEN, KIND_PLAIN, KIND_TAGGED, PREFIX
@@ -94,6 +102,11 @@ class FrozenValues:
         """
         if record is not None:
             self._check_new(record)
+        scalar = plain_scalar(value)
+        if scalar is not None:
+            if record is not None:
+                self._loaded.add(record)
+            return scalar
         with wrap_errors(root):
             if is_plain(value):
                 if record is not None:
@@ -116,6 +129,11 @@ class FrozenValues:
             SerializationError: the bytes are malformed, or refer to a record that
                 is not stored, or to a value the record does not hold.
         """
+        plain = loads_plain(data)
+        if plain is not NOT_PLAIN:
+            if record is not None:
+                self._loaded.add(record)
+            return plain
         kind, header, body = split_payload(data)
         deps = _parse_deps(header) if kind == KIND_FROZEN else []
         self._load(deps)

@@ -327,3 +327,53 @@ def test_a_step_that_begins_after_the_unanswered_ping_is_still_named(
         loop.close()
     warned = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert [r.getMessage().split(" has ")[0] for r in warned] == ["step 'blocker'"]
+
+
+# -- nothing outlives a drained worker (issue 22) ------------------------------------
+
+
+@step
+def leak_add(a: int, b: int) -> int:
+    return a + b
+
+
+@workflow
+async def leak_sequence(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total = await leak_add(total, i)
+    return total
+
+
+def test_a_drained_worker_and_its_world_are_freed_while_the_heartbeat_lingers() -> None:
+    # The heartbeat thread outlives its last delivery (LINGER_SECONDS); it must not keep
+    # the Worker, the World or the log it read alive meanwhile.
+    import gc
+    import weakref
+
+    refs: list[weakref.ref[Any]] = []
+    threads: list[Any] = []
+
+    async def one() -> None:
+        world = MemoryWorld(clock=FixedClock())
+        run = await start(leak_sequence, 5, world=world)
+        # A renewal is never due here (the heartbeat makes no renewer of the World).
+        worker = Worker(world, lease_seconds=600, renew_every=200)
+        await worker.drain()
+        assert await run.result() == 10
+        assert worker.heartbeat.alive  # lingering, as designed
+        threads.append(worker.heartbeat._state.thread)
+        first = (await world.events.list(run.run_id)).events[0]  # the log, by one of its events
+        refs.extend(weakref.ref(o) for o in (world, worker, worker.heartbeat, first))
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(one())
+        gc.collect()
+        assert [r() for r in refs] == [None] * len(refs)  # the loop has not run again
+        # ...and the thread of the dropped worker ends now, not LINGER_SECONDS later
+        # (woken, not polled: the join's bound is never reached).
+        threads[0].join(timeout=60)
+        assert not threads[0].is_alive()
+    finally:
+        loop.close()

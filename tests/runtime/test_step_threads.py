@@ -8,8 +8,9 @@ import threading
 
 import pytest
 
-from durasim.runtime import _step_threads
+from durasim.runtime import Limits, Worker, _step_threads, start, step, workflow
 from durasim.runtime._step_threads import run_in_step_thread
+from durasim.worlds import FixedClock, MemoryWorld
 
 NAME: contextvars.ContextVar[str] = contextvars.ContextVar("NAME", default="unset")
 
@@ -129,3 +130,66 @@ async def test_a_cancelled_await_lets_the_body_end_in_its_thread(
     release.set()
     assert await asyncio.to_thread(ended.wait, 30)
     assert (await run_in_step_thread(whoami, ""))[1] == "durasim-step"
+
+
+# -- sync_steps="auto": quick functions run on the loop (issue 22) -------------------
+
+
+def test_a_function_runs_inline_after_enough_quick_bodies_and_goes_back_after_a_slow_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_step_threads, "_quick", {})
+
+    def body() -> None:
+        pass
+
+    for _ in range(_step_threads.INLINE_AFTER - 1):
+        _step_threads.ran_inline(body, 0.0)
+    assert not _step_threads.runs_inline(body)
+    _step_threads.ran_inline(body, 0.0)
+    assert _step_threads.runs_inline(body)
+    monkeypatch.setattr(_step_threads, "_out", {object()})  # another body is out
+    assert not _step_threads.runs_inline(body)
+    monkeypatch.setattr(_step_threads, "_out", set())
+    _step_threads.ran_inline(body, _step_threads.INLINE_BELOW)  # one slow body
+    assert not _step_threads.runs_inline(body)
+    # A callable with no code of its own is never inlined.
+    assert not _step_threads.runs_inline(print)
+
+
+@step
+def where(i: int) -> str:
+    return threading.current_thread().name
+
+
+@workflow
+async def wheres(n: int) -> list[str]:
+    return [await where(i) for i in range(n)]
+
+
+@pytest.mark.parametrize("mode", ["auto", "thread"])
+async def test_a_worker_runs_a_quick_sync_step_inline_once_known_unless_told_thread(
+    monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    monkeypatch.setattr(_step_threads, "_quick", {})
+    monkeypatch.setattr(_step_threads, "INLINE_BELOW", 3600.0)  # any body is quick here
+    world = MemoryWorld(clock=FixedClock())
+    run = await start(wheres, _step_threads.INLINE_AFTER + 3, world=world)
+    await Worker(world, limits=Limits(sync_steps=mode)).drain()
+    names = await run.result()
+    here = threading.current_thread().name
+    after = _step_threads.INLINE_AFTER
+    assert names[:after] == ["durasim-step"] * after
+    assert names[after:] == ([here] * 3 if mode == "auto" else ["durasim-step"] * 3)
+
+
+async def test_a_step_that_turns_slow_inline_goes_back_to_the_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_step_threads, "_quick", {})
+    monkeypatch.setattr(_step_threads, "INLINE_BELOW", -1.0)  # every body counts as slow
+    _step_threads._quick[where.definition.fn.__code__] = _step_threads.INLINE_AFTER
+    world = MemoryWorld(clock=FixedClock())
+    run = await start(wheres, 3, world=world)
+    await Worker(world).drain()
+    assert await run.result() == [threading.current_thread().name] + ["durasim-step"] * 2
