@@ -27,7 +27,11 @@ __all__ = [
 def add_conformance_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``durasim conformance`` (docs/conformance.md)."""
     parser.add_argument(
-        "factory", nargs="?", type=arg.text, default=None, help="MODULE:FACTORY, factory(setup) -> World"
+        "factory",
+        nargs="?",
+        type=arg.text,
+        default=None,
+        help="MODULE:FACTORY, factory(setup) -> World",
     )
     parser.add_argument(
         "--vercel",
@@ -52,7 +56,7 @@ def add_conformance_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="with --vercel: write a plain-Node reproduction script per violation to DIR",
     )
-        parser.add_argument(
+    parser.add_argument(
         "--capabilities", type=arg.text, default=None, help="test only these (comma-separated)"
     )
     parser.add_argument(
