@@ -112,6 +112,8 @@ from ._time import (
     SystemClock,
     housekeeping,
 )
+from ._vercel import NotExpressible, VercelFactory, VercelWorld, vercel_factory
+from ._vercel_host import InstalledPackage, NodeMissing, install_vercel_package
 
 if TYPE_CHECKING:
     from ._postgres import PostgresWorld
@@ -151,10 +153,13 @@ __all__ = [
     "HooksFacet",
     "IdSource",
     "InBandSuperseded",
+    "InstalledPackage",
     "InvalidRequest",
     "LeaseLost",
     "MemoryWorld",
     "Message",
+    "NodeMissing",
+    "NotExpressible",
     "Payload",
     "Plan",
     "PostgresWorld",
@@ -180,6 +185,8 @@ __all__ = [
     "StreamsFacet",
     "SystemClock",
     "TooEarly",
+    "VercelFactory",
+    "VercelWorld",
     "WaitNotFound",
     "WaitRecord",
     "WaitStatus",
@@ -208,11 +215,13 @@ __all__ = [
     "event_time",
     "fold_log",
     "housekeeping",
+    "install_vercel_package",
     "normalize_statuses",
     "plan_batch",
     "plan_write",
     "run_sort_key",
     "validate_request",
+    "vercel_factory",
 ]
 
 _publish(__name__, globals(), __all__)
