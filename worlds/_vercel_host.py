@@ -28,6 +28,7 @@ from typing import IO, Any
 
 import attrs
 
+from ._errors import WorldError
 from ._setup import FactoryError
 from ._time import Clock
 
@@ -52,7 +53,7 @@ class NodeMissing(FactoryError):
     """Node.js (or npm) is not on PATH: the Vercel bridge cannot start."""
 
 
-class VercelCallError(Exception):
+class VercelCallError(WorldError):
     """An error the Vercel World (or its host) raised, as the host described it.
 
     Attributes:

@@ -18,6 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -317,6 +318,10 @@ def test_a_full_disk_makes_the_worker_wait_and_every_run_finishes(
         path = mnt / "w.db"
         asyncio.run(_start_runs(path, flows, runs, steps, size))
         worker = _worker(path, flows, tmp_path)
+        # A worker that never prints what is awaited is killed (the reads then end)
+        # instead of stalling the suite.
+        guard = threading.Timer(300, worker.kill)
+        guard.start()
         try:
             printed: list[str] = []
             _read_until(worker.stdout, "step 0 3", printed)
@@ -327,10 +332,11 @@ def test_a_full_disk_makes_the_worker_wait_and_every_run_finishes(
             filler.unlink()
             (mnt / "filler-tail").unlink(missing_ok=True)
             for _ in range(runs):
-                _read_until(worker.stderr, "finished", log)
+                _read_until(worker.stderr, " completed", log)
             worker.send_signal(signal.SIGTERM)
             _, err = worker.communicate(timeout=60)
         finally:
+            guard.cancel()
             if worker.poll() is None:
                 worker.kill()
                 worker.communicate()
