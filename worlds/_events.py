@@ -12,7 +12,7 @@ import enum
 import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import attrs
 
@@ -440,6 +440,10 @@ def validate_request(
     return _validate_full(type_, correlation_id, data, world=world)
 
 
+#: The exact type a field value may have to be taken as is (``None``: always checked).
+_Exact: TypeAlias = type[Any] | None
+
+
 @attrs.frozen
 class _Rules:
     """One client event type's schema, laid out for :func:`_validate_common`.
@@ -454,7 +458,7 @@ class _Rules:
     needs_correlation: bool
     no_correlation: bool
     fields: frozenset[str]  # those a client may set
-    order: tuple[tuple[str, _Field, bool, type | None, bool], ...]
+    order: tuple[tuple[str, _Field, bool, _Exact, bool], ...]
 
 
 #: Field kinds whose values need no check beyond their exact type ...
@@ -466,7 +470,7 @@ _STR_CHECKED: Final = frozenset({"token", "conflicting_run_id"})
 _FAST_MAX_CHARS: Final = min(high for _, high in STRING_LIMITS.values())
 
 
-def _plain_type(name: str, spec: _Field) -> type | None:
+def _plain_type(name: str, spec: _Field) -> _Exact:
     return None if name in _STR_CHECKED else _PLAIN.get(spec.kind)
 
 
