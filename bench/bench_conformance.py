@@ -4,8 +4,10 @@
         [--worlds memory,sqlite,postgres] [--dsn postgresql://...]
 
 With no option the suite runs with its defaults (each searching layer on its own
-time budget), as ``durasim conformance`` does; the table gives each layer's wall
-time and, for the searching layers, how many examples ran in it.  PostgreSQL is
+time budget), as ``durasim conformance`` does: contract, book, concurrency, crash
+(durable Worlds), world model, explore, cheapest first.  The table gives each
+layer's wall time (a layer that does not apply shows ``n/a``) and, for the
+searching layers, how many examples ran in it.  PostgreSQL is
 left out, with the reason, when the server cannot be reached.  Results go into
 docs/benchmarks.md by hand, with the command and the machine.
 """
@@ -13,6 +15,7 @@ docs/benchmarks.md by hand, with the command and the machine.
 from __future__ import annotations
 
 import argparse
+import datetime
 import hashlib
 import os
 import platform
@@ -97,6 +100,7 @@ def main() -> None:
         f"Python {platform.python_version()}, load {os.getloadavg()[0]:.1f}"
     )
     print(f"# {' '.join(sys.argv)}")
+    print(f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC")
     header = None
     for name in options.worlds.split(","):
         if name == "postgres":
@@ -114,9 +118,14 @@ def main() -> None:
             print(f"{'World':<9} | {'total':>7} | ok    | {header}")
         cells = []
         for layer in report.layers:
+            if layer.not_applicable:
+                cells.append(f"{f'{layer.name} n/a':<18}")
+                continue
             ran = f", {layer.examples} ex" if layer.examples else ""
             cells.append(f"{f'{layer.seconds:.1f} s{ran}':<18}")
         print(f"{name:<9} | {total:5.1f} s | {report.ok!s:<5} | {' | '.join(cells)}")
+        for layer in report.layers:
+            print(f"#   {name} {layer.name}: {layer.note or layer.not_applicable}")
 
 
 if __name__ == "__main__":

@@ -38,7 +38,13 @@ from ._crash import (
 from ._crash_compare import CRASH_CLASSES
 from ._crash_run import CrashCheckError, factory_reference
 from ._determinism import DeterminismVerdict, check_determinism
-from ._export import LogFileError, event_from_json, event_to_json, load_logs
+from ._export import (
+    LogFileError,
+    annotated_event_json,
+    event_from_json,
+    event_to_json,
+    load_logs,
+)
 from ._fresh import (
     CLOCK_SHIFT,
     DEFAULT_CHILD_HASH_SEED,
@@ -119,6 +125,7 @@ __all__ = [
     "Violation",
     "WorldModel",
     "WorldModelFailure",
+    "annotated_event_json",
     "assert_histories_replay",
     "check_crashes",
     "check_determinism",

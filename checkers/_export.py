@@ -68,7 +68,12 @@ def _encode(value: Any) -> Any:
 #: Deepest nesting of brackets a line may hold (an exported event nests 4 deep).
 MAX_DEPTH = 32
 #: The fields of an exported event line.
-_FIELDS = frozenset({"run_id", "seq", "type", "correlation_id", "in_band", "created_at", "data"})
+_FIELDS = frozenset(
+    {"run_id", "seq", "type", "correlation_id", "in_band", "created_at", "data", "decoded"}
+)
+#: Fields a reader ignores: ``decoded`` is the payloads as JSON values, written by
+#: ``durasim inspect events --json`` for people (:func:`annotated_event_json`).
+_ANNOTATIONS = frozenset({"decoded"})
 _REQUIRED = ("run_id", "seq", "type", "created_at")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
@@ -141,6 +146,23 @@ def event_to_json(event: Event) -> str:
         },
         sort_keys=True,
     )
+
+
+def annotated_event_json(event: Event, decoded: Any) -> str:
+    """:func:`event_to_json` with ``decoded`` (the payloads as JSON values) beside ``data``.
+
+    A reader ignores ``decoded``; when it would nest deeper than :data:`MAX_DEPTH`
+    (the line could not be read back) it is replaced by a note saying so.
+    """
+    line = json.loads(event_to_json(event))
+    line["decoded"] = decoded
+    text = json.dumps(line, sort_keys=True)
+    try:
+        _check_depth(text)
+    except ValueError:
+        line["decoded"] = {"omitted": f"nests deeper than {MAX_DEPTH} levels"}
+        text = json.dumps(line, sort_keys=True)
+    return text
 
 
 def event_from_json(line: str) -> Event:

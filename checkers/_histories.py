@@ -24,10 +24,11 @@ from pathlib import Path
 
 import attrs
 
-from durasim.runtime import DeploymentError, ReplayDivergence
+from durasim.runtime import ReplayDivergence
 from durasim.runtime.lowlevel import (
     DEPLOYMENT_ATTR,
     DEPLOYMENT_ENV,
+    DeploymentError,
     Replay,
     check_deployment_id,
     deployment_of,

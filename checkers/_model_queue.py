@@ -41,7 +41,7 @@ class _QueueRules:
         run_id=st.sampled_from([None, "ra", "rb"]),
         orchestrator=st.booleans(),
         key=st.sampled_from([None, None, "k1", "k2"]),
-        delay=st.sampled_from([0, 0, 5]),
+        delay=st.sampled_from([0, 0, 5, 0.25, 1.5]),
     )
     @recorded
     def enqueue(
@@ -83,7 +83,7 @@ class _QueueRules:
         queue=st.sampled_from(ops.QUEUES),
         run_id=st.sampled_from([None, "ra", "rb"]),
         key=st.sampled_from([None, "k1", "k2"]),
-        then=st.sampled_from(["ack", "release", "release5", "expire", "keep"]),
+        then=st.sampled_from(["ack", "release", "release5", "release.25", "expire", "keep"]),
     )
     @recorded
     def drive_queue(self, queue: str, run_id: str | None, key: str | None, then: str) -> None:
@@ -101,10 +101,11 @@ class _QueueRules:
         if then == "ack":
             self.both(lambda w: w.queue.ack(delivery), "queue.ack")
         elif then.startswith("release"):
-            delay = 5 if then == "release5" else 0
+            delay = {"release5": 5.0, "release.25": 0.25}.get(then, 0.0)
             self.both(lambda w: w.queue.release(delivery, delay=delay), "queue.release")
         elif then == "expire":
             self.clock.advance(5)
+        self.both(lambda w: w.queue.next_due(), "queue.next_due")
 
     @precondition(lambda self: self.caps.queue)
     @rule(
@@ -148,8 +149,67 @@ class _QueueRules:
             if renewed is not None:
                 self.deliveries.append(renewed)
 
+    @precondition(lambda self: self.caps.queue)
+    @rule(
+        then=st.sampled_from(["ack", "release", "release.25", "extend"]),
+        first=st.sampled_from(["settle", "claim"]),
+        key=st.sampled_from([None, "k1"]),
+        tick=st.sampled_from([0.0, 0.25, 1.5]),
+    )
+    @recorded
+    def reclaim_race(self, then: str, first: str, key: str | None, tick: float) -> None:
+        """A holder settles while another worker re-claims after its lease expired.
+
+        Both orders of arrival, then an enqueue with the message's idempotency
+        key (whatever state the message is in now), ``next_due``, a short
+        (maybe sub-second) tick of the clock and a claim: an acked message never
+        comes back, a re-claimed one stays the new holder's, a delay is exact.
+        """
+        self.both(lambda w: w.queue.enqueue("race/q", b"r", idempotency_key=key), "queue.enqueue")
+        old = self.both(
+            lambda w: w.queue.claim(queue_prefix="race/", lease_seconds=5), "queue.claim"
+        )
+        if old is None:
+            return
+        self.deliveries.append(old)
+        self.clock.advance(5)
+
+        def settle(w: World) -> Awaitable[Any]:
+            if then == "ack":
+                return w.queue.ack(old)
+            if then == "extend":
+                return w.queue.extend(old, lease_seconds=5)
+            return w.queue.release(old, delay=0.25 if then == "release.25" else 0.0)
+
+        def reclaim() -> None:
+            new = self.both(
+                lambda w: w.queue.claim(queue_prefix="race/", lease_seconds=5),
+                "queue.claim after the lease expired",
+            )
+            if new is not None:
+                self.deliveries.append(new)
+
+        if first == "claim":
+            reclaim()
+        self.both(settle, f"queue.{then} by the holder whose lease expired")
+        if first == "settle":
+            reclaim()
+        self.both(
+            lambda w: w.queue.enqueue("race/q", b"again", idempotency_key=key), "queue.enqueue"
+        )
+        self.both(lambda w: w.queue.next_due(), "queue.next_due")
+        self.clock.advance(tick)
+        again = self.both(
+            lambda w: w.queue.claim(queue_prefix="race/", lease_seconds=5), "queue.claim"
+        )
+        if again is not None:
+            self.deliveries.append(again)
+
     @precondition(lambda self: self.caps.queue and self.deliveries)
-    @rule(index=st.integers(0, 7), action=st.sampled_from(["ack", "release", "release5", "extend"]))
+    @rule(
+        index=st.integers(0, 7),
+        action=st.sampled_from(["ack", "release", "release5", "release.25", "extend"]),
+    )
     @recorded
     def settle(self, index: int, action: str) -> None:
         """Ack, release or extend a delivery claimed earlier (its lease may be gone)."""
@@ -161,7 +221,7 @@ class _QueueRules:
             if renewed is not None:
                 self.deliveries.append(renewed)
         else:
-            delay = 5 if action == "release5" else 0
+            delay = {"release5": 5.0, "release.25": 0.25}.get(action, 0.0)
             self.both(lambda w: w.queue.release(delivery, delay=delay), "queue.release")
 
     # -- streams ---------------------------------------------------------------------------

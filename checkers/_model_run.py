@@ -229,10 +229,12 @@ def _failure(
     history: list[Step] = tracker.best or []
     minimal = None
     if history and minimize_seconds > 0:
+        # The signature of the failure ``history`` ended with: Hypothesis may have
+        # shrunk toward another one (the same bug on another run) since.
         minimal = minimize_steps(
             _machine_for(factory),
             history,
-            failure_signature(exc),
+            failure_signature(tracker.error or exc),
             seconds=minimize_seconds,
         )
     error: BaseException = exc

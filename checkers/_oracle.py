@@ -25,6 +25,7 @@ import attrs
 
 from durasim.runtime import Limits
 from durasim.runtime.lowlevel import Engine
+from durasim.runtime.serialization import without_tracebacks
 from durasim.worlds import (
     RUN_TERMINAL_TYPES,
     CountingIds,
@@ -289,7 +290,7 @@ def _judge(
             f"the log ends with {expected.type.value}; the replay wrote {end.type.value}",
         )
     field = "output" if end.type is T.RUN_COMPLETED else "error"
-    if end.data.get(field) != expected.data.get(field) or end.data.get(
+    if not _same_failure(end.data.get(field), expected.data.get(field)) or end.data.get(
         "error_code"
     ) != expected.data.get("error_code"):
         return verdict(
@@ -303,6 +304,15 @@ def _judge(
         )
         return verdict("replay.log-differs", f"besides the end the delivery wrote: {others}")
     return verdict("ok", "")
+
+
+def _same_failure(ours: Any, theirs: Any) -> bool:
+    """Equal values; two errors are the same failure whatever their tracebacks say."""
+    if ours == theirs:
+        return True
+    if isinstance(ours, bytes) and isinstance(theirs, bytes):
+        return without_tracebacks(ours) == without_tracebacks(theirs)
+    return False
 
 
 def _preview(value: Any) -> str:

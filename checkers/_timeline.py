@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from durasim.runtime.lowlevel import RunPayloads, decode_payload
+from durasim.runtime.serialization import format_error
 from durasim.worlds import RUN_TERMINAL_TYPES, DurasimError, Event, EventType
 
 from ._report import Report
@@ -357,11 +358,8 @@ def _value(value: Any, payloads: RunPayloads) -> str:
             decoded = decode_payload(bytes(value), payloads)
         except (DurasimError, ValueError, TypeError):
             return f"<{len(value)} bytes>"
-        if isinstance(decoded, BaseException):
-            type_name = getattr(decoded, "type_name", None) or type(decoded).__name__
-            text = f"{type_name}: {decoded}"
-            trace = getattr(decoded, "traceback", None)  # where the error keeps one
-            return f"{text}\n{trace}" if isinstance(trace, str) and trace else text
+        if isinstance(decoded, BaseException):  # as Python prints it, stored traceback too
+            return format_error(decoded)
         return repr(decoded)
     if isinstance(value, datetime):
         return value.isoformat()

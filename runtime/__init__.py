@@ -37,14 +37,15 @@ from ._errors import (
     WorkflowFailed,
     WorkflowSandboxError,
 )
+from ._fork import fork_run, resume_run
 from ._hooks import Hook, HookConflict, create_hook, resume_hook
 from ._leases import LeaseOptionsError, LeasePolicy
 from ._metadata import StepMetadata, WorkflowMetadata, get_step_metadata, get_workflow_metadata
 from ._orchestrator import DeliveryReport, Limits
+from ._otel import enable_tracing
 from ._patches import PatchError, deprecate_patch, patched
 from ._run import DEFAULT_HOME, default_world, run
 from ._streams import StreamRewriteError, Writable, get_writable, read_stream
-from ._versions import DeploymentError
 from ._waiting import as_completed, sleep, wait
 from ._waiting import route_stdlib as _route_stdlib
 from ._webhooks import Webhook, WebhookRequest, create_webhook, webhook_app
@@ -64,7 +65,6 @@ __all__ = [
     "CancellationToken",
     "DefinitionNotFound",
     "DeliveryReport",
-    "DeploymentError",
     "FatalError",
     "Hook",
     "HookConflict",
@@ -102,6 +102,8 @@ __all__ = [
     "create_webhook",
     "default_world",
     "deprecate_patch",
+    "enable_tracing",
+    "fork_run",
     "get_run",
     "get_step_metadata",
     "get_workflow_metadata",
@@ -110,6 +112,7 @@ __all__ = [
     "patched",
     "read_stream",
     "resume_hook",
+    "resume_run",
     "run",
     "serializable",
     "sleep",

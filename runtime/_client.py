@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 import attrs
 
@@ -21,6 +22,8 @@ from ._authoring import workflow_definition
 from ._children import await_child, cascade_cancel, notify_parent, outcome_of, raise_or_return
 from ._children import start_child as _start_child_step
 from ._context import running
+from ._decorators import WorkflowFunction
+from ._errors import RunNotFinished
 from ._signals import mark_cancelled
 from ._streams import read_stream as _read_stream
 from ._versions import run_deployment, start_deployment
@@ -29,14 +32,16 @@ from .serialization import serialize
 
 __all__ = ["Run", "get_run", "start"]
 
+R = TypeVar("R")
+
 
 def _in_workflow() -> bool:
     return running().replay("create_hook") is not None
 
 
 @attrs.define(eq=False)
-class Run:
-    """A handle on one run in a World.
+class Run(Generic[R]):
+    """A handle on one run in a World, typed by the workflow's return type.
 
     In workflow code (a child started with ``start()``) ``world`` is ``None``
     and only ``run_id`` and ``await result()`` are available.
@@ -59,20 +64,50 @@ class Run:
         """The run's status now."""
         return (await self._world.runs.get(self.run_id)).status
 
-    async def result(self) -> Any:
+    async def result(
+        self,
+        timeout: float | None = 0,  # noqa: ASYNC109 -- a deadline on the World's clock
+        *,
+        poll: Callable[[], Awaitable[object]] | None = None,
+        every: float = 0.5,
+    ) -> R:
         """The workflow's return value, or its failure raised.
 
+        Args:
+            timeout: how long to wait for the run to end, in seconds of the World's
+                clock: ``0`` (the default) does not wait, ``None`` waits as long as
+                it takes.  Something else must drive the run meanwhile (a worker, in
+                this process or another).
+            poll: replaces the wait between two reads of the run (tests drive it
+                without the wall clock); by default ``asyncio.sleep(every)``.
+            every: seconds between two reads of the run while waiting.
+
         Raises:
-            RunNotFinished: the run has not ended (drive a worker, then ask again).
+            RunNotFinished: the run has not ended within ``timeout``.
             WorkflowFailed: the run failed; ``__cause__`` is the workflow's error.
             RunCancelledError: the run was cancelled.
 
         In workflow code (a child run) this waits durably for the child to end.
         """
         if self.world is None and _in_workflow():
-            return await await_child(self.run_id)
-        run = await self._world.runs.get(self.run_id)
-        return raise_or_return(outcome_of(run))
+            value: R = await await_child(self.run_id)
+            return value
+        world = self._world
+        deadline = None if timeout is None else world.clock.now().timestamp() + timeout
+        while True:
+            run = await world.runs.get(self.run_id)
+            if run.status.value not in ("pending", "running"):
+                done: R = raise_or_return(outcome_of(run))
+                return done
+            if deadline is not None and world.clock.now().timestamp() >= deadline:
+                raise RunNotFinished(
+                    f"run {self.run_id} is {run.status.value}"
+                    + (f" after {timeout} s" if timeout else "")
+                    + ": serve it with a worker (durasim worker, Worker.serve), or wait "
+                    "longer (result(timeout=...))",
+                    run_id=self.run_id,
+                )
+            await (poll() if poll is not None else asyncio.sleep(every))
 
     async def cancel(self, reason: str | None = None) -> bool:
         """Cancel the run (pending or running): ``run_cancelled`` in its log.
@@ -149,13 +184,29 @@ class Run:
         return woken
 
 
+@overload
+async def start(
+    workflow: WorkflowFunction[Any, R],
+    *args: Any,
+    world: World | None = None,
+    run_id: str | None = None,
+    **kwargs: Any,
+) -> Run[R]: ...
+@overload
 async def start(
     workflow: Callable[..., Any],
     *args: Any,
     world: World | None = None,
     run_id: str | None = None,
     **kwargs: Any,
-) -> Run:
+) -> Run[Any]: ...
+async def start(
+    workflow: Callable[..., Any],
+    *args: Any,
+    world: World | None = None,
+    run_id: str | None = None,
+    **kwargs: Any,
+) -> Run[Any]:
     """Start ``workflow(*args, **kwargs)`` as a durable run and queue its first delivery.
 
     With a caller-chosen ``run_id`` start is idempotent: starting the same run
@@ -203,6 +254,6 @@ async def start(
     return Run(run_id=run_id, world=world)
 
 
-def get_run(run_id: str, *, world: World) -> Run:
+def get_run(run_id: str, *, world: World) -> Run[Any]:
     """A handle on an existing run (no I/O until you ask it something)."""
     return Run(run_id=run_id, world=world)

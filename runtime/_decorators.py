@@ -265,21 +265,48 @@ def _make_step(
     return wrapper
 
 
+# In workflow code a step call is awaited, a sync step's too: so a sync ``def f() -> R``
+# becomes a step whose call is typed ``Awaitable[R]``, and an ``async def`` keeps its
+# coroutine type.  (Called outside a workflow, a sync step returns ``R`` itself: the
+# types describe the call as workflow code makes it.)  The coroutine overloads come
+# first: a coroutine function also matches ``Callable[P, R]``.
 class _StepDecorator(Protocol):
     @overload
-    def __call__(self, fn: staticmethod[P, R], /) -> StepFunction[P, R]: ...
+    def __call__(
+        self, fn: staticmethod[P, Coroutine[Any, Any, R]], /
+    ) -> StepFunction[P, Coroutine[Any, Any, R]]: ...
     @overload
-    def __call__(self, fn: classmethod[Any, P, R], /) -> StepFunction[..., R]: ...
+    def __call__(self, fn: staticmethod[P, R], /) -> StepFunction[P, Awaitable[R]]: ...  # type: ignore[overload-overlap]
     @overload
-    def __call__(self, fn: Callable[P, R], /) -> StepFunction[P, R]: ...
+    def __call__(
+        self, fn: classmethod[Any, P, Coroutine[Any, Any, R]], /
+    ) -> StepFunction[..., Coroutine[Any, Any, R]]: ...
+    @overload
+    def __call__(self, fn: classmethod[Any, P, R], /) -> StepFunction[..., Awaitable[R]]: ...
+    @overload
+    def __call__(
+        self, fn: Callable[P, Coroutine[Any, Any, R]], /
+    ) -> StepFunction[P, Coroutine[Any, Any, R]]: ...
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> StepFunction[P, Awaitable[R]]: ...
 
 
 @overload
-def step(fn: staticmethod[P, R], /) -> StepFunction[P, R]: ...
+def step(
+    fn: staticmethod[P, Coroutine[Any, Any, R]], /
+) -> StepFunction[P, Coroutine[Any, Any, R]]: ...
 @overload
-def step(fn: classmethod[Any, P, R], /) -> StepFunction[..., R]: ...
+def step(fn: staticmethod[P, R], /) -> StepFunction[P, Awaitable[R]]: ...  # type: ignore[overload-overlap]
 @overload
-def step(fn: Callable[P, R], /) -> StepFunction[P, R]: ...
+def step(
+    fn: classmethod[Any, P, Coroutine[Any, Any, R]], /
+) -> StepFunction[..., Coroutine[Any, Any, R]]: ...
+@overload
+def step(fn: classmethod[Any, P, R], /) -> StepFunction[..., Awaitable[R]]: ...
+@overload
+def step(fn: Callable[P, Coroutine[Any, Any, R]], /) -> StepFunction[P, Coroutine[Any, Any, R]]: ...
+@overload
+def step(fn: Callable[P, R], /) -> StepFunction[P, Awaitable[R]]: ...
 @overload
 def step(
     *,

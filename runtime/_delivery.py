@@ -46,10 +46,11 @@ from ._replay import (
 )
 from ._settlement import DeliveryStatus
 from ._signals import mark_cancelled
-from ._steps import StepOutcome, execute_step, exhausted
+from ._steps import StepOutcome, execute_step, exhausted, failures_log
 from ._wake import enqueue_wake, pinned_queue
 from ._writer import InBandWriter, Kept, error_bytes
 from .serialization import FatalError, SerializationError, serialize
+from .serialization._tracebacks import ErrorText
 
 if TYPE_CHECKING:
     from ._orchestrator import DeliveryReport, Limits
@@ -372,6 +373,8 @@ class RunDelivery:
         if not written or written[0] != provisional:
             writer.stale = True
             return False
+        if requests[-1].type.value == "run_failed":
+            _log_run_failed(writer.run_id, replay.outcome()[1], "USER_ERROR")
         launch(written)
         await _dispatch(world, writer.run_id, queued, self.deployment)
         return replay.done
@@ -447,12 +450,31 @@ class RunDelivery:
         return due
 
     async def finish(self, replay: Replay) -> None:
-        await self.writer.write(_terminal_request(replay))
+        request = _terminal_request(replay)
+        await self.writer.write(request)
+        if request.type.value == "run_failed":
+            _log_run_failed(self.writer.run_id, replay.outcome()[1], "USER_ERROR")
 
     async def fail(self, error: BaseException, code: str) -> None:
         await self.writer.write(
             EventRequest.of("run_failed", error=error_bytes(error), error_code=code)
         )
+        _log_run_failed(self.writer.run_id, error, code)
+
+
+def _log_run_failed(run_id: str, error: object, code: str) -> None:
+    """The run's end, when it failed: its id, the code, the error with its traceback."""
+    if not isinstance(error, BaseException) or not failures_log.isEnabledFor(logging.ERROR):
+        return
+    failures_log.error(
+        "run %s failed (%s): %s: %s\n%s",
+        run_id,
+        code,
+        type(error).__name__,
+        error,
+        ErrorText(error),
+        extra={"run_id": run_id, "outcome": "failed", "error_code": code},
+    )
 
 
 def _terminal_request(replay: Replay) -> EventRequest:

@@ -26,6 +26,8 @@ class WorkflowMetadata:
     run_id: str
     workflow_id: str
     started_at: datetime
+    #: the run's ``execution_context`` (a resumed or forked run's reused results).
+    execution_context: bytes | None = attrs.field(default=None, repr=False)
 
 
 @attrs.frozen(kw_only=True)

@@ -247,7 +247,10 @@ async def run_delivery(
         await writer.write(EventRequest.of("run_started"))
     started = next(e for e in events if e.type is T.RUN_STARTED).created_at
     delivery.metadata = WorkflowMetadata(
-        run_id=run_id, workflow_id=definition.workflow_id, started_at=started
+        run_id=run_id,
+        workflow_id=definition.workflow_id,
+        started_at=started,
+        execution_context=run.execution_context,
     )
     while True:
         replay: Replay | ReplayDivergence | None = delivery.resume_kept(kept, definition)

@@ -68,6 +68,7 @@ async def run_queued_step(
         run_id=run_id,
         workflow_id=run.workflow_name,
         started_at=run.started_at or run.created_at,
+        execution_context=run.execution_context,
     )
     if attempt > definition.max_retries + 1:
         outcome = exhausted(definition, correlation_id, attempt)

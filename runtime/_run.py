@@ -5,17 +5,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from durasim.worlds import SQLiteWorld, World
 
 from ._client import start
+from ._decorators import WorkflowFunction
 from ._worker import Worker
 
 __all__ = ["DEFAULT_HOME", "default_world", "run"]
 
 #: Where the embedded World lives unless told otherwise.
 DEFAULT_HOME = Path(".durasim")
+
+R = TypeVar("R")
 
 
 def default_world(home: str | Path = DEFAULT_HOME) -> SQLiteWorld:
@@ -25,6 +28,22 @@ def default_world(home: str | Path = DEFAULT_HOME) -> SQLiteWorld:
     return SQLiteWorld(directory / "world.db")
 
 
+@overload
+def run(
+    workflow: WorkflowFunction[Any, R],
+    *args: Any,
+    world: World | None = None,
+    run_id: str | None = None,
+    **kwargs: Any,
+) -> R: ...
+@overload
+def run(
+    workflow: Callable[..., Any],
+    *args: Any,
+    world: World | None = None,
+    run_id: str | None = None,
+    **kwargs: Any,
+) -> Any: ...
 def run(
     workflow: Callable[..., Any],
     *args: Any,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -36,11 +37,23 @@ from ._determinism import wall_perf_counter
 from ._errors import passes_through
 from ._leases import running_steps
 from ._metadata import STEP_METADATA, WORKFLOW_METADATA, StepMetadata, WorkflowMetadata
+from ._otel import span, tracing_enabled
 from ._payloads import RunPayloads, decode_payload
+from ._seeds import seeded_result
 from ._step_threads import ran_inline, run_in_step_thread, runs_inline
 from .serialization import FatalError, RetryableError, SerializationError, serialize
+from .serialization._tracebacks import ErrorText
 
-__all__ = ["StepOutcome", "backoff", "execute_step", "exhausted"]
+__all__ = ["StepOutcome", "backoff", "execute_step", "exhausted", "failures_log"]
+
+log = logging.getLogger("durasim.runtime")
+
+#: Failed attempts and failed runs.  Its own NullHandler keeps them off stderr in a
+#: program that configured no logging (a simulation's thousands of injected failures);
+#: they still reach every handler the program configures (``durasim run`` and
+#: ``durasim worker`` configure one on ``durasim``).
+failures_log = logging.getLogger("durasim.runtime.failures")
+failures_log.addHandler(logging.NullHandler())
 
 #: Back-off before attempt n+1 after a plain failure of attempt n: 1 s, 2 s, 4 s ... 5 min.
 _BACKOFF_BASE = 1.0
@@ -88,6 +101,55 @@ async def execute_step(
     quick_inline: bool = False,
     payloads: RunPayloads | None = None,
 ) -> StepOutcome:
+    """Run attempt ``attempt`` of a step and say what to record (a span when tracing is on)."""
+    if not tracing_enabled():
+        return await _execute_step(
+            definition,
+            correlation_id,
+            input,
+            attempt=attempt,
+            now=now,
+            workflow=workflow,
+            sync_in_thread=sync_in_thread,
+            quick_inline=quick_inline,
+            payloads=payloads,
+        )
+    with span(
+        f"durasim.step {definition.name}",
+        run_id=workflow.run_id,
+        step_id=correlation_id,
+        step=definition.step_id,
+        attempt=attempt,
+    ) as current:
+        outcome = await _execute_step(
+            definition,
+            correlation_id,
+            input,
+            attempt=attempt,
+            now=now,
+            workflow=workflow,
+            sync_in_thread=sync_in_thread,
+            quick_inline=quick_inline,
+            payloads=payloads,
+        )
+        current.set("durasim.outcome", outcome.request.type.value)
+        if outcome.error is not None:
+            current.failed(outcome.error)
+        return outcome
+
+
+async def _execute_step(
+    definition: StepDef,
+    correlation_id: str,
+    input: bytes,
+    *,
+    attempt: int,
+    now: datetime,
+    workflow: WorkflowMetadata,
+    sync_in_thread: bool = True,
+    quick_inline: bool = False,
+    payloads: RunPayloads | None = None,
+) -> StepOutcome:
     """Run attempt ``attempt`` of a step and say what to record.
 
     A sync body runs in a thread unless ``sync_in_thread=False`` (then on the
@@ -98,13 +160,24 @@ async def execute_step(
     stored in other records of the run, and to write a result that refers to
     the input (see ``_payloads``).
     """
+    if workflow.execution_context is not None:  # a resumed or forked run
+        seeded = seeded_result(workflow.execution_context, correlation_id)
+        if seeded is not None:  # the source run's recorded result, not a new execution
+            log.info(
+                "run %s: step %s reuses the recorded result",
+                workflow.run_id,
+                correlation_id,
+                extra={"run_id": workflow.run_id, "step_id": correlation_id, "attempt": attempt},
+            )
+            return StepOutcome(EventRequest.of("step_completed", correlation_id, result=seeded))
     try:
         payload = decode_payload(input, payloads, record=correlation_id)
         args, kwargs = list(payload["args"]), dict(payload["kwargs"])
         closure = payload.get("closure") or {}
         fn = with_closure(definition.fn, closure) if closure else definition.fn
     except (SerializationError, KeyError, TypeError) as exc:
-        return _failed(correlation_id, FatalError(f"step input cannot be decoded: {exc}"))
+        error = FatalError(f"step input cannot be decoded: {exc}")
+        return _failed(correlation_id, error, _Attempt(definition, workflow.run_id, attempt))
     step_token = STEP_METADATA.set(
         StepMetadata(
             run_id=workflow.run_id,
@@ -138,13 +211,14 @@ async def execute_step(
             finally:
                 running.remove(entry)
     except FatalError as exc:
-        return _failed(correlation_id, exc)
+        return _failed(correlation_id, exc, _Attempt(definition, workflow.run_id, attempt))
     except asyncio.CancelledError:
         raise  # the delivery is cancelled: not the step's outcome
     except BaseException as exc:  # any user error is an outcome, never a crash
         if passes_through(exc):  # an interrupt of the host (the simulator's watchdog)
             raise
-        return _retry_or_fail(definition, correlation_id, exc, attempt=attempt, now=now)
+        where = _Attempt(definition, workflow.run_id, attempt)
+        return _retry_or_fail(definition, correlation_id, exc, where=where, now=now)
     finally:
         STEP_METADATA.reset(step_token)
         WORKFLOW_METADATA.reset(workflow_token)
@@ -155,24 +229,87 @@ async def execute_step(
         else:  # a result made from the input refers to it (a grown history: a delta)
             data = payloads.encode_result(result, root=root)
     except SerializationError as exc:
-        return _failed(correlation_id, exc)
+        return _failed(correlation_id, exc, _Attempt(definition, workflow.run_id, attempt))
     return StepOutcome(EventRequest.of("step_completed", correlation_id, result=data))
 
 
-def _failed(correlation_id: str, error: BaseException) -> StepOutcome:
+@attrs.frozen
+class _Attempt:
+    """Which attempt of which step of which run ended: the fields of its log record."""
+
+    definition: StepDef
+    run_id: str
+    attempt: int
+
+
+def _log_attempt(
+    where: _Attempt,
+    correlation_id: str,
+    error: BaseException,
+    retry_at: datetime | None,
+    now: datetime,
+) -> None:
+    """One record per failed attempt: the run, the step, the attempt, the delay, the traceback."""
+    if not failures_log.isEnabledFor(logging.WARNING):
+        return
+    name = where.definition.name
+    fields = {
+        "run_id": where.run_id,
+        "step": name,
+        "step_id": correlation_id,
+        "attempt": where.attempt,
+    }
+    if retry_at is None:
+        failures_log.error(
+            "run %s: step %s (%s) failed on attempt %d; no retry left\n%s",
+            where.run_id,
+            name,
+            correlation_id,
+            where.attempt,
+            ErrorText(error),
+            extra={**fields, "outcome": "failed"},
+        )
+        return
+    delay = max(0.0, (retry_at - now).total_seconds())
+    failures_log.warning(
+        "run %s: step %s (%s) attempt %d failed (%s: %s); retry %d in %.3g s\n%s",
+        where.run_id,
+        name,
+        correlation_id,
+        where.attempt,
+        type(error).__name__,
+        error,
+        where.attempt + 1,
+        delay,
+        ErrorText(error),
+        extra={**fields, "outcome": "retrying", "retry_in": delay},
+    )
+
+
+def _failed(
+    correlation_id: str, error: BaseException, where: _Attempt | None = None
+) -> StepOutcome:
+    if where is not None:
+        _log_attempt(where, correlation_id, error, None, datetime.min)
     return StepOutcome(
         EventRequest.of("step_failed", correlation_id, error=_error_bytes(error)), error
     )
 
 
 def _retry_or_fail(
-    definition: StepDef, correlation_id: str, error: BaseException, *, attempt: int, now: datetime
+    definition: StepDef,
+    correlation_id: str,
+    error: BaseException,
+    *,
+    where: _Attempt,
+    now: datetime,
 ) -> StepOutcome:
-    if attempt > definition.max_retries:
-        return _failed(correlation_id, error)
-    retry_after = now + backoff(attempt)
+    if where.attempt > definition.max_retries:
+        return _failed(correlation_id, error, where)
+    retry_after = now + backoff(where.attempt)
     if isinstance(error, RetryableError) and error.retry_after is not None:
         retry_after = _absolute(error.retry_after, now)
+    _log_attempt(where, correlation_id, error, retry_after, now)
     return StepOutcome(
         EventRequest.of(
             "step_retrying", correlation_id, error=_error_bytes(error), retry_after=retry_after

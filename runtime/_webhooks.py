@@ -4,7 +4,7 @@ Inside workflow code, :func:`create_webhook` creates a hook marked as a webhook
 (``is_webhook``) and records how its requests are answered in the hook's
 metadata.  :func:`webhook_app` is an ASGI application (mount it in any ASGI
 server) that turns a request to ``/webhooks/<token>`` into a
-:class:`WebhookRequest` and resumes the hook with it (:func:`resume_hook`), so
+:class:`WebhookRequest` and resumes the hook with it (as :func:`resume_hook` does), so
 the payload is durable before the app answers.
 
 Two ways to answer:
@@ -18,7 +18,16 @@ Two ways to answer:
 
 A request with an ``Idempotency-Key`` header gets a request id derived from the
 token and the key, used as the ``resume_id``: a retried HTTP call lands once,
-and in manual mode reads the same response.
+and in manual mode reads the same response.  The same key with another request
+(method, query or body) is refused with ``409`` and writes nothing; a retry
+after the run ended still gets the original answer (the app finds the hook that
+held the token last, ``hooks.last_by_token``).
+
+Only the methods the webhook allows reach it (``POST`` unless
+``create_webhook(methods=...)`` says otherwise); others get ``405`` with an
+``Allow`` header.  The body is read within ``body_timeout`` seconds (else
+``408``); deadlines for headers and idle connections belong to the server
+(docs/webhooks.md).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import secrets
 import urllib.parse
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
@@ -33,14 +43,27 @@ from typing import Any, Literal
 
 import attrs
 
-from durasim.worlds import HookNotFound, HookRecord, InvalidRequest, StreamClosed, World, WorldError
+from durasim.worlds import (
+    EntityConflict,
+    Event,
+    EventRequest,
+    HookNotFound,
+    HookRecord,
+    InvalidRequest,
+    RunExpired,
+    RunNotFound,
+    StreamClosed,
+    World,
+    WorldError,
+)
 
-from ._errors import HookNotFoundError
-from ._hooks import Hook, HookConflict, _make_hook, resume_hook
+from ._hooks import Hook, HookConflict, _make_hook
 from ._metadata import step_world
+from ._wake import enqueue_wake
 from .serialization import SerializationError, deserialize, serializable, serialize
 
 __all__ = [
+    "DEFAULT_METHODS",
     "MAX_BODY_BYTES",
     "URL_PREFIX",
     "Webhook",
@@ -49,6 +72,8 @@ __all__ = [
     "response_stream",
     "webhook_app",
     "webhook_metadata",
+    "webhook_methods",
+    "webhook_path",
 ]
 
 #: The path the app serves hooks under, relative to where it is mounted.
@@ -56,6 +81,12 @@ URL_PREFIX = "/webhooks/"
 
 #: Default largest request body the app accepts (larger: ``413``).
 MAX_BODY_BYTES = 1024 * 1024
+
+#: The methods a webhook accepts unless ``create_webhook(methods=...)`` says otherwise.
+DEFAULT_METHODS: tuple[str, ...] = ("POST",)
+
+# An HTTP method is a token (RFC 9110, 5.6.2).
+_METHOD = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,32}")
 
 RespondMode = Literal["accepted", "manual"]
 _MODES: tuple[RespondMode, ...] = ("accepted", "manual")
@@ -182,7 +213,7 @@ class Webhook:
     @property
     def url_path(self) -> str:
         """``/webhooks/<token>``: the path to request, relative to where the app is mounted."""
-        return URL_PREFIX + urllib.parse.quote(self.token, safe=_PATH_SAFE)
+        return webhook_path(self.token)
 
     def __await__(self) -> Generator[Any, None, WebhookRequest]:
         request: WebhookRequest = yield from self.hook.__await__()
@@ -220,7 +251,11 @@ class Webhook:
 
 
 def create_webhook(
-    *, respond: RespondMode = "accepted", token: str | None = None, metadata: Any = None
+    *,
+    respond: RespondMode = "accepted",
+    token: str | None = None,
+    metadata: Any = None,
+    methods: Iterable[str] = DEFAULT_METHODS,
 ) -> Webhook:
     """A new webhook of the running workflow (workflow code only).
 
@@ -231,26 +266,65 @@ def create_webhook(
         token: the token in the URL; ``None`` generates an unguessable, URL-safe
             one.  A chosen token is escaped in :attr:`Webhook.url_path` as needed.
         metadata: any serializable value, stored with the hook.
+        methods: the HTTP methods that resume the webhook (default ``("POST",)``);
+            any other method gets ``405`` and writes nothing.  A link scanner's
+            ``GET`` must not inject a request: allow ``GET`` only on purpose.
     """
+    allowed = _check_methods(methods)
     if respond not in _MODES:
         raise ValueError(
             f"create_webhook(respond={respond!r}) is not a respond mode: use 'accepted' or 'manual'"
         )
-    wrapped = {
+    wrapped: dict[str, Any] = {
         _MARK: 1,
         "respond": respond,
         "metadata": None if metadata is None else serialize(metadata, root="webhook metadata"),
     }
+    if allowed != DEFAULT_METHODS:  # absent: the default (older webhooks read the same)
+        wrapped["methods"] = list(allowed)
     return Webhook(_make_hook("create_webhook()", token, wrapped, is_webhook=True), respond=respond)
 
 
-def webhook_metadata(hook: HookRecord) -> tuple[RespondMode, Any]:
-    """The respond mode and the user's metadata of a webhook's World entity."""
+def _check_methods(methods: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(methods, (str, bytes)):
+        raise TypeError(
+            f"create_webhook(methods={methods!r}): pass a sequence of methods, e.g. ('POST',)"
+        )
+    allowed: list[str] = []
+    for method in methods:
+        if not isinstance(method, str) or not _METHOD.fullmatch(method):
+            raise ValueError(
+                f"create_webhook(methods=...): {method!r} is not an HTTP method (a token of "
+                "letters, digits and !#$%&'*+.^_`|~-, at most 32 characters)"
+            )
+        if method.upper() not in allowed:
+            allowed.append(method.upper())
+    if not allowed:
+        raise ValueError("create_webhook(methods=()) allows no method: pass at least one")
+    return tuple(allowed)
+
+
+def _unwrap(hook: HookRecord) -> dict[str, Any] | None:
     try:
         wrapped = deserialize(hook.metadata) if hook.metadata is not None else None
     except SerializationError:
         wrapped = None
-    if not isinstance(wrapped, dict) or wrapped.get(_MARK) != 1:
+    return wrapped if isinstance(wrapped, dict) and wrapped.get(_MARK) == 1 else None
+
+
+def webhook_methods(hook: HookRecord) -> tuple[str, ...]:
+    """The HTTP methods a webhook's World entity accepts."""
+    wrapped = _unwrap(hook)
+    methods = wrapped.get("methods") if wrapped is not None else None
+    if isinstance(methods, list) and methods and all(isinstance(m, str) for m in methods):
+        return tuple(methods)
+    return DEFAULT_METHODS
+
+
+def webhook_metadata(hook: HookRecord) -> tuple[RespondMode, Any]:
+    """The respond mode and the user's metadata of a webhook's World entity."""
+    wrapped = _unwrap(hook)
+    if wrapped is None:
         return "accepted", None
     respond = wrapped.get("respond")
     data = wrapped.get("metadata")
@@ -305,28 +379,36 @@ def webhook_app(
     response_timeout: float = 30.0,
     poll_interval: float = 0.02,
     max_body_bytes: int = MAX_BODY_BYTES,
+    body_timeout: float = 30.0,
 ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
     """An ASGI app that resumes webhooks from HTTP requests to ``/webhooks/<token>``.
 
-    Any method is accepted.  Answers: ``202`` with ``{"request_id": ...}``
-    (``respond="accepted"``), or the workflow's response (``"manual"``); ``404``
-    when no live webhook holds the token; ``413`` for a body over
-    ``max_body_bytes``; ``504`` when a manual webhook did not answer within
-    ``response_timeout`` seconds (the request is in the log all the same);
-    ``502`` when its run ended without answering; ``503`` when the World failed.
-    Errors are JSON ``{"error": ...}``.  ``lifespan`` events are acknowledged.
+    Answers: ``202`` with ``{"request_id": ...}`` (``respond="accepted"``), or
+    the workflow's response (``"manual"``); ``404`` when no live webhook holds
+    the token (and for a token no World could hold: NUL, malformed); ``405``
+    (with ``Allow``) for a method the webhook does not accept; ``408`` when the
+    body did not arrive within ``body_timeout``; ``409`` when an
+    ``Idempotency-Key`` already carried another request; ``413`` for a body
+    over ``max_body_bytes``; ``504`` when a manual webhook did not answer
+    within ``response_timeout`` seconds (the request is in the log all the
+    same); ``502`` when its run ended without answering; ``503`` when the
+    World failed.  Only ``202``, ``502``-``504`` and the workflow's answers
+    follow a write.  Errors are JSON ``{"error": ...}``.  ``lifespan`` events
+    are acknowledged.
 
     Args:
         world: the World the webhooks' runs live in.
         response_timeout: how long (real time) a manual webhook's request waits.
         poll_interval: how often (real time) the response stream is read.
         max_body_bytes: the largest request body accepted.
+        body_timeout: how long (real time) the whole body may take to arrive.
     """
     return _WebhookApp(
         world=world,
         response_timeout=response_timeout,
         poll_interval=poll_interval,
         max_body_bytes=max_body_bytes,
+        body_timeout=body_timeout,
     )
 
 
@@ -338,12 +420,40 @@ class _Disconnected(Exception):
     pass
 
 
+def _addressable(token: str) -> bool:
+    """Whether a World could hold ``token``: text without NUL that UTF-8 can carry."""
+    if not token or "\x00" in token:
+        return False
+    try:
+        token.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _same_request(earlier: Event, request: WebhookRequest) -> bool:
+    """Whether the recorded request is ``request`` again (method, query and body)."""
+    try:
+        recorded = deserialize(earlier.data["payload"])
+    except (KeyError, SerializationError):
+        return False
+    return isinstance(recorded, WebhookRequest) and (
+        recorded.method,
+        recorded.query,
+        recorded.body,
+    ) == (request.method, request.query, request.body)
+
+
+_GONE = (HookNotFound, RunExpired, RunNotFound, EntityConflict, InvalidRequest)
+
+
 @attrs.define(eq=False, kw_only=True)
 class _WebhookApp:
     world: World
     response_timeout: float
     poll_interval: float
     max_body_bytes: int
+    body_timeout: float
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -360,6 +470,25 @@ class _WebhookApp:
         else:
             raise ValueError(f"webhook_app got an ASGI {kind!r} scope: it serves 'http' only")
 
+    async def _find(self, token: str, keyed: bool) -> tuple[HookRecord | None, bool]:
+        """The webhook holding ``token`` and whether it is live.
+
+        A keyed request to a token no live hook holds may be the retry of one
+        delivered before the run ended: then the hook that held it last.
+        """
+        try:
+            return await self.world.hooks.get_by_token(token), True
+        except (HookNotFound, InvalidRequest):
+            pass
+        last = getattr(self.world.hooks, "last_by_token", None)
+        if not keyed or last is None:
+            return None, False
+        try:
+            found: HookRecord = await last(token)
+        except (HookNotFound, InvalidRequest):
+            return None, False
+        return found, False
+
     async def _answer(self, scope: Scope, receive: Receive) -> _Answer:
         path = str(scope["path"])
         root = str(scope.get("root_path", ""))
@@ -368,30 +497,44 @@ class _WebhookApp:
         token = path[len(URL_PREFIX) :] if path.startswith(URL_PREFIX) else ""
         if not token:
             return _json_answer(404, error=f"no webhook here: request {URL_PREFIX}<token>")
-        try:
-            hook = await self.world.hooks.get_by_token(token)
-        except (HookNotFound, InvalidRequest):
-            hook = None
-        except WorldError as exc:
-            return _json_answer(503, error=f"the World failed: {exc}")
-        if hook is None or not hook.is_webhook:
+        if not _addressable(token):
             return _json_answer(404, error="no live webhook has this URL")
         headers = tuple(
             (bytes(name).decode("latin-1").lower(), bytes(value).decode("latin-1"))
             for name, value in scope.get("headers", ())
         )
+        key = next((value for name, value in headers if name == "idempotency-key"), None)
         try:
-            body = await self._read_body(headers, receive)
+            hook, live = await self._find(token, key is not None)
+        except WorldError as exc:
+            return _json_answer(503, error=f"the World failed: {exc}")
+        if hook is None or not hook.is_webhook:
+            return _json_answer(404, error="no live webhook has this URL")
+        method = str(scope.get("method", "GET"))
+        methods = webhook_methods(hook)
+        if method not in methods:
+            answer = _json_answer(
+                405, error=f"this webhook accepts {', '.join(methods)}; nothing was written"
+            )
+            return attrs.evolve(answer, headers=(*answer.headers, ("allow", ", ".join(methods))))
+        try:
+            body = await asyncio.wait_for(self._read_body(headers, receive), self.body_timeout)
         except _BodyTooLarge:
             return _json_answer(
                 413, error=f"the request body is over the limit of {self.max_body_bytes} bytes"
             )
-        key = next((value for name, value in headers if name == "idempotency-key"), None)
+        except TimeoutError:
+            answer = _json_answer(
+                408,
+                error=f"the request body did not arrive within {self.body_timeout:g} s; "
+                "nothing was written",
+            )
+            return attrs.evolve(answer, headers=(*answer.headers, ("connection", "close")))
         request = WebhookRequest(
             request_id=_request_id(token, key),
             run_id=hook.run_id,
             token=token,
-            method=str(scope.get("method", "GET")),
+            method=method,
             path=path,
             query=bytes(scope.get("query_string", b"")).decode("latin-1"),
             headers=headers,
@@ -399,16 +542,51 @@ class _WebhookApp:
         )
         respond, _ = webhook_metadata(hook)
         try:
-            await resume_hook(token, request, world=self.world, resume_id=request.request_id)
-            if respond == "accepted":
-                return _json_answer(202, request_id=request.request_id)
-            return await self._wait_response(request)
-        except HookNotFoundError:
+            landed = await self._deliver(hook, request, live=live)
+        except _GONE:
             return _json_answer(404, error="no live webhook has this URL")
         except WorldError as exc:
             return _json_answer(
                 503, error=f"the World failed: {exc}", request_id=request.request_id
             )
+        if not landed:
+            return _json_answer(
+                409,
+                error="this Idempotency-Key was used for another request (method, query or "
+                "body differ); nothing was written: use a new key for a new request",
+                request_id=request.request_id,
+            )
+        try:
+            if respond == "accepted":
+                return _json_answer(202, request_id=request.request_id)
+            return await self._wait_response(request)
+        except WorldError as exc:
+            return _json_answer(
+                503, error=f"the World failed: {exc}", request_id=request.request_id
+            )
+
+    async def _deliver(self, hook: HookRecord, request: WebhookRequest, *, live: bool) -> bool:
+        """Record ``request`` (once per request id) and wake its run; False: another
+        request holds the id and nothing was written.
+
+        Raises:
+            HookNotFound, RunExpired ...: the webhook is gone (and this is no retry).
+        """
+        data = serialize(request, root="hook payload")
+        written = await self.world.events.create(
+            hook.run_id,
+            EventRequest.of(
+                "hook_received", hook.hook_id, payload=data, resume_id=request.request_id
+            ),
+        )
+        event = written.event
+        assert event is not None
+        if written.allocated == 0 and not _same_request(event, request):
+            return False
+        if live or written.allocated:
+            key = f"hook:{hook.run_id}:{event.seq}"
+            await enqueue_wake(self.world, hook.run_id, key=key, seq=event.seq)
+        return True
 
     async def _read_body(self, headers: tuple[tuple[str, str], ...], receive: Receive) -> bytes:
         declared = next((value for name, value in headers if name == "content-length"), None)
@@ -485,3 +663,8 @@ async def _send(send: Send, answer: _Answer) -> None:
     headers.append((b"content-length", str(len(answer.body)).encode()))
     await send({"type": "http.response.start", "status": answer.status, "headers": headers})
     await send({"type": "http.response.body", "body": answer.body})
+
+
+def webhook_path(token: str) -> str:
+    """``/webhooks/<token>`` (escaped): the path a webhook with ``token`` is resumed at."""
+    return URL_PREFIX + urllib.parse.quote(token, safe=_PATH_SAFE)

@@ -15,27 +15,35 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from durasim.worlds import Delivery, World, WorldError
+from durasim.worlds import Delivery, StorageFull, World, WorldError, WorldFileChanged
 
 from ._client import Run
 from ._engine import engine_for
 from ._errors import RunNotFinished
 from ._leases import Heartbeat, LeaseKeeper, LeasePolicy
 from ._orchestrator import DeliveryReport, Limits
+from ._otel import span
 from ._settlement import REQUEUE_DELAY, DeliveryStatus, SettleAction, Settlement
 from ._versions import VersionPolicy, check_deployment_id
 from ._wake import enqueue_wake
 
-__all__ = ["REPORTS_KEPT", "Worker", "apply_settlement"]
+__all__ = ["FULL_BACKOFF", "REPORTS_KEPT", "Worker", "apply_settlement"]
 
 #: Delivery reports a worker keeps (older ones are dropped).
 REPORTS_KEPT = 1000
 
+#: While the World's storage is full: the first and the longest wait (seconds)
+#: before :meth:`Worker.serve` tries again, one delivery at a time.
+FULL_BACKOFF = (0.5, 60.0)
+
 log = logging.getLogger("durasim.runtime")
+
+R = TypeVar("R")
 
 
 class Worker:
@@ -96,6 +104,9 @@ class Worker:
         self.on_report = on_report
         #: The most recent delivery reports (bounded: a serving worker runs forever).
         self.reports: collections.deque[DeliveryReport] = collections.deque(maxlen=REPORTS_KEPT)
+        #: The current wait while the World's storage is full (0: it is not).
+        self.full_wait = 0.0
+        self._fatal: WorldFileChanged | None = None
 
     async def _claim(self) -> Delivery | None:
         """The next due message of this worker's versions, then of the unversioned queues."""
@@ -124,7 +135,7 @@ class Worker:
             count += 1
         return count
 
-    async def run_until_complete(self, run: Run, *, poll: float = 1.0) -> Any:
+    async def run_until_complete(self, run: Run[R], *, poll: float = 1.0) -> R:
         """Serve until ``run`` ends, sleeping (real time) until the next due message.
 
         Returns the run's result or raises its failure, like :meth:`Run.result`.
@@ -138,7 +149,14 @@ class Worker:
             await self._idle(poll)
 
     async def serve(self, *, stop: asyncio.Event, poll: float = 1.0) -> None:
-        """Serve until ``stop`` is set; in-flight deliveries finish first (graceful)."""
+        """Serve until ``stop`` is set; in-flight deliveries finish first (graceful).
+
+        When the World's storage is full (:class:`StorageFull`) the worker keeps
+        serving: it logs a warning, waits (:data:`FULL_BACKOFF`, doubling) and
+        tries again one delivery at a time until space returns.  When the
+        World's file was deleted or replaced (:class:`WorldFileChanged`) it stops
+        and raises that error once the in-flight deliveries ended.
+        """
         slots = asyncio.Semaphore(self.concurrency)
         running: set[asyncio.Task[None]] = set()
 
@@ -148,19 +166,60 @@ class Worker:
             finally:
                 slots.release()
 
-        while not stop.is_set():
-            if not await _slot(slots, stop):
-                break
-            delivery = await self._claim()
-            if delivery is None:
-                slots.release()
-                await self._idle(poll, stop=stop)
-                continue
-            task = asyncio.ensure_future(one(delivery))
-            running.add(task)
-            task.add_done_callback(running.discard)
-        if running:
-            await asyncio.gather(*running, return_exceptions=True)
+        try:
+            while not stop.is_set():
+                if self._fatal is not None:
+                    raise self._fatal
+                if self.full_wait:
+                    if running:  # while full, one delivery at a time
+                        await asyncio.wait(set(running))
+                        continue
+                    await self._pause(self.full_wait, stop)
+                    if stop.is_set():
+                        break
+                if not await _slot(slots, stop):
+                    break
+                try:
+                    delivery = await self._claim()
+                except StorageFull as exc:
+                    slots.release()
+                    self._storage_full(exc)
+                    continue
+                except BaseException:
+                    slots.release()
+                    raise
+                if delivery is None:
+                    slots.release()
+                    await self._idle(poll, stop=stop)
+                    continue
+                task = asyncio.ensure_future(one(delivery))
+                running.add(task)
+                task.add_done_callback(running.discard)
+        finally:
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _storage_full(self, exc: StorageFull) -> None:
+        first, longest = FULL_BACKOFF
+        self.full_wait = min(longest, self.full_wait * 2) if self.full_wait else first
+        log.warning(
+            "durasim worker: the World's storage is full; runs are kept, nothing committed is "
+            "lost; retrying in %.1f s (%s)",
+            self.full_wait,
+            exc,
+        )
+
+    def _storage_ok(self) -> None:
+        if self.full_wait:
+            self.full_wait = 0.0
+            log.warning("durasim worker: the World's storage accepts writes again; serving")
+
+    @staticmethod
+    async def _pause(seconds: float, stop: asyncio.Event) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=seconds)
 
     async def _idle(self, poll: float, *, stop: asyncio.Event | None = None) -> None:
         """Wait for work: until the next due message, at most ``poll`` s, or ``stop``.
@@ -194,17 +253,30 @@ class Worker:
     async def _handle(self, delivery: Delivery) -> DeliveryReport | None:
         renew = self._renew(delivery)
         try:
-            handled = await self.engine.handle(
-                delivery.message.queue_name,
-                delivery.payload,
+            with span(
+                "durasim.delivery",
+                run_id=delivery.message.run_id or "",
                 attempt=delivery.attempt,
-                limits=self.limits,
-                sync_in_thread=self.limits.sync_steps != "inline",
-                quick_inline=self.limits.sync_steps == "auto",
-                versions=self.versions,
-            )
+            ) as current:
+                handled = await self.engine.handle(
+                    delivery.message.queue_name,
+                    delivery.payload,
+                    attempt=delivery.attempt,
+                    limits=self.limits,
+                    sync_in_thread=self.limits.sync_steps != "inline",
+                    quick_inline=self.limits.sync_steps == "auto",
+                    versions=self.versions,
+                )
+                if handled.report is not None:
+                    current.set("durasim.delivery.status", handled.report.status.value)
         finally:
             renew.cancel()
+        if isinstance(handled.error, WorldFileChanged):
+            self._fatal = handled.error
+        elif isinstance(handled.error, StorageFull):
+            self._storage_full(handled.error)
+        elif handled.error is None:
+            self._storage_ok()
         await apply_settlement(self.world, delivery, handled.settlement)
         if handled.step:
             return None

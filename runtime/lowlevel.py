@@ -37,10 +37,12 @@ from ._engine import KEPT_REPLAYS, Engine, Handled, engine_for
 from ._leases import DEFAULT_LEASE_SECONDS, DEFAULT_RENEW_EVERY, LeaseKeeper
 from ._metadata import STEP_METADATA
 from ._modules import importable_name
+from ._otel import TracingUnavailable, disable_tracing, tracing_enabled
 from ._patches import PATCH_ATTR, PATCH_PREFIX
 from ._payloads import RunPayloads, decode_payload
 from ._queued import run_queued_step
 from ._replay import Replay
+from ._seeds import seed_source
 from ._settlement import (
     MAX_BACKOFF,
     REQUEUE_DELAY,
@@ -54,6 +56,7 @@ from ._settlement import (
 from ._versions import (
     DEPLOYMENT_ATTR,
     DEPLOYMENT_ENV,
+    DeploymentError,
     VersionPolicy,
     change_code,
     check_deployment_id,
@@ -72,6 +75,7 @@ from ._wake import (
     parse_message,
     wake_message,
 )
+from ._webhooks import webhook_path
 from ._worker import apply_settlement
 
 __all__ = [
@@ -89,6 +93,7 @@ __all__ = [
     "STEP_METADATA",
     "STEP_QUEUE",
     "DeliveryStatus",
+    "DeploymentError",
     "Engine",
     "Handled",
     "LeaseKeeper",
@@ -100,6 +105,7 @@ __all__ = [
     "StepCaller",
     "StepDef",
     "StepMessage",
+    "TracingUnavailable",
     "VersionPolicy",
     "WakeMessage",
     "WorkflowDef",
@@ -110,6 +116,7 @@ __all__ = [
     "check_deployment_id",
     "decode_payload",
     "deployment_of",
+    "disable_tracing",
     "engine_for",
     "enqueue_wake",
     "find_step",
@@ -119,11 +126,14 @@ __all__ = [
     "pinning",
     "run_deployment",
     "run_queued_step",
+    "seed_source",
     "settle",
     "settle_step",
     "step_definition",
+    "tracing_enabled",
     "wake_message",
     "wall_monotonic",
+    "webhook_path",
     "workflow_definition",
 ]
 

@@ -6,10 +6,15 @@
   result (arguments are JSON where they parse, else strings).  A file below the
   current directory is imported under its dotted name (``pkg/mod.py`` -> ``pkg.mod``),
   the name a worker imports, so both give its workflows one id;
+* ``durasim start MODULE:WORKFLOW [ARGS...]``: start a run and print its id at once;
+* ``durasim resume RUN`` / ``durasim fork RUN --from-step N`` (``--wait`` to serve it
+  here): a new run of the same workflow and input that reuses the recorded step
+  results (all of them / the first N) and runs the rest anew (docs/runtime.md);
 * ``durasim worker [MODULE...]``: import the modules (dotted names, from the current
   directory first, or files as above) and serve the World until SIGTERM/SIGINT
   (graceful: in-flight deliveries finish);
-* ``durasim inspect runs | run ID | events ID [--json]``: what the World holds;
+* ``durasim inspect runs [--status S] [--workflow W] [--since T] [--limit N] | run ID |
+  events ID [--json]``: what the World holds, with times, payloads decoded;
   ``durasim inspect run ID --html FILE`` writes the run's timeline page
   (docs/timeline.md);
 
@@ -40,8 +45,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from durasim.runtime import DeploymentError, LeaseOptionsError, LeasePolicy
-from durasim.runtime.lowlevel import DEPLOYMENT_ENV, build_manifest, check_deployment_id
+from durasim.runtime import LeaseOptionsError, LeasePolicy
+from durasim.runtime.lowlevel import (
+    DEPLOYMENT_ENV,
+    DeploymentError,
+    build_manifest,
+    check_deployment_id,
+)
 from durasim.worlds import (
     DurasimError,
     Event,
@@ -53,7 +63,8 @@ from durasim.worlds import (
 
 from . import _cli_args as arg
 from ._cli_conformance import add_conformance_arguments, cmd_conformance, cmd_demo
-from ._cli_runs import cmd_cancel, cmd_check_log, cmd_inspect, cmd_run, cmd_worker
+from ._cli_inspect import cmd_inspect
+from ._cli_runs import cmd_cancel, cmd_check_log, cmd_drive, cmd_run, cmd_start, cmd_worker
 from ._cli_versions import (
     add_migrate_arguments,
     add_replay_test_arguments,
@@ -210,6 +221,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     runp.add_argument(
         "--run-id", type=arg.run_id, default=None, help="a run id (makes the start idempotent)"
     )
+    startp = sub.add_parser("start", help="start a workflow, print its run id at once")
+    startp.add_argument("target", type=arg.text, help="module:workflow or path/to/file.py:workflow")
+    startp.add_argument(
+        "args", nargs="*", type=arg.text, help="workflow arguments (JSON, else strings)"
+    )
+    startp.add_argument("--world", type=arg.world, default=None, help=WORLD_HELP)
+    startp.add_argument(
+        "--run-id", type=arg.run_id, default=None, help="a run id (makes the start idempotent)"
+    )
+    drives = {}
+    for how, text in (
+        ("resume", "continue a failed or cancelled run in a new run from its last recorded step"),
+        ("fork", "a new run of the same workflow and input reusing the first N step results"),
+    ):
+        drivep = sub.add_parser(how, help=text)
+        drivep.add_argument("run_id", type=arg.run_id, help="the source run")
+        if how == "fork":
+            drivep.add_argument(
+                "--from-step",
+                type=arg.count(0, 10**9, "a number of steps"),
+                required=True,
+                help="reuse this many step results",
+            )
+        drivep.add_argument("--world", type=arg.world, default=None, help=WORLD_HELP)
+        drivep.add_argument(
+            "--run-id", type=arg.run_id, dest="new_run_id", default=None, help="the new run's id"
+        )
+        drivep.add_argument(
+            "--import",
+            dest="imports",
+            action="append",
+            default=[],
+            metavar="MODULE",
+            help="import MODULE first (the workflow's, to decode its results; repeatable)",
+        )
+        drivep.add_argument(
+            "--wait", action="store_true", help="serve the new run here until it ends"
+        )
+        drives[how] = drivep
     workerp = sub.add_parser("worker", help="serve a World until SIGTERM")
     workerp.add_argument(
         "modules",
@@ -238,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     workerp.add_argument(
         "--deployment",
+        type=arg.text,
         default=None,
         metavar="VERSION",
         help="serve only runs of this code version (default: $DURASIM_DEPLOYMENT, else each "
@@ -246,11 +297,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     workerp.add_argument(
         "--serve-all", action="store_true", help="serve every run, whatever its version"
     )
+    workerp.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="stderr as text lines or JSON objects with run_id, step, attempt fields",
+    )
     inspectp = sub.add_parser("inspect", help="show runs, one run, or one run's events")
     inspectp.add_argument("what", choices=["runs", "run", "events"])
     inspectp.add_argument("run_id", nargs="?", type=arg.run_id, help="the run (for run and events)")
     inspectp.add_argument("--world", type=arg.world, default=None, help=WORLD_HELP)
-    inspectp.add_argument("--json", action="store_true", help="machine-readable output")
+    inspectp.add_argument(
+        "--json", action="store_true", help="machine-readable output, payloads decoded"
+    )
+    inspectp.add_argument(
+        "--status",
+        action="append",
+        default=[],
+        help="runs: only this status (repeatable: pending running completed failed cancelled)",
+    )
+    inspectp.add_argument(
+        "--workflow",
+        type=arg.text,
+        default=None,
+        help="runs: only this workflow (its id or its name)",
+    )
+    inspectp.add_argument(
+        "--since",
+        type=arg.text,
+        default=None,
+        help="runs: created since an ISO time or an age (15m, 2h, 3d)",
+    )
+    inspectp.add_argument(
+        "--limit",
+        type=arg.count(1, 10**9, "a number of runs"),
+        default=None,
+        help="runs: at most this many",
+    )
+    inspectp.add_argument(
+        "--webhook-base",
+        type=arg.text,
+        default="",
+        help="run: the URL the webhook app is mounted at, to show each webhook's full URL",
+    )
     inspectp.add_argument(
         "--html",
         type=Path,
@@ -323,6 +412,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(
                 cmd_run(args.target, args.args, world_path=args.world, run_id=args.run_id)
             )
+        if args.command == "start":
+            return asyncio.run(
+                cmd_start(args.target, args.args, world_path=args.world, run_id=args.run_id)
+            )
+        if args.command in ("resume", "fork"):
+            return asyncio.run(
+                cmd_drive(
+                    args.command,
+                    args.run_id,
+                    world_path=args.world,
+                    new_run_id=args.new_run_id,
+                    from_step=getattr(args, "from_step", None),
+                    imports=args.imports,
+                    wait=args.wait,
+                )
+            )
         if args.command == "worker":
             return asyncio.run(
                 cmd_worker(
@@ -333,6 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     renew_every=args.renew_every,
                     deployment=args.deployment or os.environ.get(DEPLOYMENT_ENV) or None,
                     serve_all=args.serve_all,
+                    log_format=args.log_format,
                 )
             )
         if args.command == "inspect" and args.html is not None:
@@ -341,7 +447,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(cmd_inspect_html(args.run_id, world_path=args.world, html=args.html))
         if args.command == "inspect":
             return asyncio.run(
-                cmd_inspect(args.what, args.run_id, world_path=args.world, as_json=args.json)
+                cmd_inspect(
+                    args.what,
+                    args.run_id,
+                    world_path=args.world,
+                    as_json=args.json,
+                    statuses=args.status,
+                    workflow=args.workflow,
+                    since=args.since,
+                    limit=args.limit,
+                    webhook_base=args.webhook_base,
+                )
             )
         if args.command == "migrate":
             return cmd_migrate(args)

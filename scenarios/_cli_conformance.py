@@ -15,12 +15,47 @@ from durasim.worlds import FactoryError, SQLiteWorld, World, WorldSetup
 
 from . import _cli_args as arg
 
-__all__ = ["add_conformance_arguments", "cmd_conformance", "cmd_demo", "sqlite_world"]
+__all__ = [
+    "add_conformance_arguments",
+    "cmd_conformance",
+    "cmd_demo",
+    "cmd_vercel",
+    "sqlite_world",
+]
 
 
 def add_conformance_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``durasim conformance`` (docs/conformance.md)."""
-    parser.add_argument("factory", type=arg.text, help="MODULE:FACTORY, factory(setup) -> World")
+    parser.add_argument(
+        "factory",
+        nargs="?",
+        type=arg.text,
+        default=None,
+        help="MODULE:FACTORY, factory(setup) -> World",
+    )
+    parser.add_argument(
+        "--vercel",
+        type=arg.text,
+        default=None,
+        metavar="PACKAGE[@VERSION]",
+        help="a Vercel World package (or package directory) through the Node bridge "
+        "(docs/vercel.md)",
+    )
+    parser.add_argument(
+        "--database-url",
+        type=arg.text,
+        default=None,
+        metavar="URL",
+        help="with --vercel: the PostgreSQL server of a world-postgres (one scratch "
+        "database per World)",
+    )
+    parser.add_argument(
+        "--repro",
+        type=arg.path,
+        default=None,
+        metavar="DIR",
+        help="with --vercel: write a plain-Node reproduction script per violation to DIR",
+    )
     parser.add_argument(
         "--capabilities", type=arg.text, default=None, help="test only these (comma-separated)"
     )
@@ -83,6 +118,14 @@ class _Progress:
 
 def cmd_conformance(args: argparse.Namespace) -> int:
     """Run the conformance suite over ``args.factory``; print the report; 0 only if it passed."""
+    if args.vercel is not None:
+        return cmd_vercel(args)
+    if args.factory is None:
+        print(
+            "durasim conformance: name the World: MODULE:FACTORY, or --vercel PACKAGE",
+            file=sys.stderr,
+        )
+        return 2
     ref: str = args.factory
     if args.report and not args.report.lower().endswith((".json", ".xml")):
         print(
@@ -125,6 +168,49 @@ def cmd_conformance(args: argparse.Namespace) -> int:
             return 2
         print(f"report written to {written}")
     return 0 if report.ok else 1
+
+
+def cmd_vercel(args: argparse.Namespace) -> int:
+    """``durasim conformance --vercel PACKAGE``: the verdict; 0 only without violations."""
+    from pathlib import Path  # noqa: PLC0415
+
+    from durasim.scenarios.conformance import run_vercel_conformance  # noqa: PLC0415
+    from durasim.worlds import NodeMissing, vercel_factory  # noqa: PLC0415
+
+    if args.factory is not None:
+        print("durasim conformance: give MODULE:FACTORY or --vercel, not both", file=sys.stderr)
+        return 2
+    factory = vercel_factory(args.vercel, database_url=args.database_url)
+    try:
+        layers = [name for name in args.layers.split(",") if name] if args.layers else None
+        progress = _Progress() if sys.stdout.isatty() else None
+        verdict = run_vercel_conformance(
+            factory,
+            layers=layers,
+            examples=args.examples,
+            seed=args.seed,
+            only=args.only,
+            progress=progress,
+        )
+    except NodeMissing as exc:
+        print(f"durasim conformance: {exc}", file=sys.stderr)
+        return 2
+    except (FactoryError, ValueError) as exc:
+        print(f"durasim conformance: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        factory.close()
+    print(verdict.render())
+    if args.repro:
+        written = verdict.write_repros(Path(args.repro))
+        print(f"{len(written)} plain-Node reproduction(s) written to {args.repro}")
+    if args.report:
+        try:
+            print(f"report written to {write_report(verdict.report, args.report)}")
+        except (OSError, ValueError) as exc:
+            print(f"durasim conformance: {exc}", file=sys.stderr)
+            return 2
+    return 0 if verdict.ok else 1
 
 
 def sqlite_world(setup: WorldSetup) -> World:

@@ -9,25 +9,30 @@ import importlib.util
 import json
 import signal
 import sys
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from durasim.checkers import LogFileError, check_logs, event_to_json, load_logs
-from durasim.runtime import Run, Worker, WorkflowFailed, get_run, start
-from durasim.runtime.lowlevel import (
-    PATCH_ATTR,
-    RunPayloads,
-    decode_payload,
-    importable_name,
-    workflow_definition,
+from durasim.checkers import LogFileError, check_logs, load_logs
+from durasim.runtime import (
+    DeliveryReport,
+    Run,
+    Worker,
+    WorkflowFailed,
+    fork_run,
+    get_run,
+    resume_run,
+    start,
 )
-from durasim.worlds import DurasimError, Event, World
+from durasim.runtime.lowlevel import DeliveryStatus, importable_name, workflow_definition
+from durasim.worlds import DurasimError, World
 
+from ._cli_inspect import error_text, run_state
+from ._cli_logging import cli_logging
 from ._cli_world import open_world
 
-__all__ = ["cmd_inspect", "cmd_run", "cmd_worker", "load_target", "parse_args"]
+__all__ = ["cmd_drive", "cmd_run", "cmd_start", "cmd_worker", "load_target", "parse_args"]
 
 
 def load_target(spec: str) -> Any:
@@ -122,7 +127,11 @@ def parse_args(values: Sequence[str]) -> list[Any]:
 async def cmd_run(
     spec: str, values: Sequence[str], *, world_path: str | None, run_id: str | None
 ) -> int:
-    """Start a workflow and serve it here until it ends; print its result as JSON."""
+    """Start a workflow and serve it here until it ends; print its result as JSON.
+
+    Each failed attempt of a step is logged on one line (run, step, attempt, delay);
+    a failed run is reported with the step that failed it and its traceback.
+    """
     target = load_target(spec)
     workflow_definition(target)  # a clear error if it is not a @workflow
     world = await open_world(world_path)
@@ -130,14 +139,95 @@ async def cmd_run(
         run = await start(target, *parse_args(values), world=world, run_id=run_id)
         print(f"run {run.run_id} started", file=sys.stderr)
         try:
-            result = await Worker(world).run_until_complete(run)
-        except WorkflowFailed as exc:
-            print(f"run {run.run_id} failed: {exc}", file=sys.stderr)
+            with cli_logging(summary=True):
+                result = await Worker(world).run_until_complete(run)
+        except WorkflowFailed:
+            print(await failure_text(world, run.run_id), file=sys.stderr)
             return 1
         print(json.dumps(result, default=repr, indent=2, sort_keys=True))
         return 0
     finally:
         await world.close()
+
+
+async def cmd_start(
+    spec: str, values: Sequence[str], *, world_path: str | None, run_id: str | None
+) -> int:
+    """Start a workflow and return at once: print the run id (a worker serves it)."""
+    target = load_target(spec)
+    workflow_definition(target)
+    world = await open_world(world_path)
+    try:
+        run = await start(target, *parse_args(values), world=world, run_id=run_id)
+    finally:
+        await world.close()
+    print(run.run_id)
+    return 0
+
+
+async def cmd_drive(
+    how: str,
+    run_id: str,
+    *,
+    world_path: str | None,
+    new_run_id: str | None,
+    from_step: int | None = None,
+    imports: Sequence[str] = (),
+    wait: bool = False,
+) -> int:
+    """``resume RUN`` / ``fork RUN --from-step N``: a new run reusing recorded results.
+
+    Prints the new run's id; with ``wait`` serves it here until it ends (like
+    ``durasim run``) and prints its result.
+    """
+    for module in imports:
+        import_module(module)
+    world = await open_world(world_path, must_exist=True)
+    try:
+        _import_workflow_module((await world.runs.get(run_id)).workflow_name)
+        made: Run[Any]
+        if how == "resume":
+            made = await resume_run(world, run_id, new_run_id=new_run_id)
+        else:
+            assert from_step is not None
+            made = await fork_run(world, run_id, from_step=from_step, new_run_id=new_run_id)
+        print(made.run_id)
+        if not wait:
+            return 0
+        try:
+            with cli_logging(summary=True):
+                result = await Worker(world).run_until_complete(made)
+        except WorkflowFailed:
+            print(await failure_text(world, made.run_id), file=sys.stderr)
+            return 1
+        print(json.dumps(result, default=repr, indent=2, sort_keys=True))
+        return 0
+    finally:
+        await world.close()
+
+
+def _import_workflow_module(workflow_id: str) -> None:
+    """Import the module a workflow id names (``workflow//<module>//<name>``), if it can be.
+
+    Its result types decode, and ``--wait`` can run its steps; a module that does not
+    import here (a pinned ``module='shop@2'``) is left to ``--import``.
+    """
+    parts = workflow_id.split("//")
+    if len(parts) == 3 and parts[1].replace(".", "").replace("_", "").isalnum():
+        with contextlib.suppress(DurasimError):
+            import_module(parts[1])
+
+
+async def failure_text(world: World, run_id: str) -> str:
+    """``run X failed (CODE) in step S (id), attempt N:`` and the error's traceback."""
+    body = await run_state(world, run_id)
+    failed = body["failed_step"]
+    where = (
+        f" in step {failed['step_name']} ({failed['step_id']}), attempt {failed['attempt']}"
+        if failed
+        else ""
+    )
+    return f"run {run_id} failed ({body['error_code']}){where}:\n{error_text(body['error'])}"
 
 
 async def cmd_worker(
@@ -149,8 +239,13 @@ async def cmd_worker(
     renew_every: float | None = None,
     deployment: str | None = None,
     serve_all: bool = False,
+    log_format: str = "text",
 ) -> int:
-    """Serve a World until SIGTERM/SIGINT; in-flight deliveries finish first."""
+    """Serve a World until SIGTERM/SIGINT; in-flight deliveries finish first.
+
+    The runtime's records (each failed attempt with its traceback, each run's end)
+    go to stderr as text or, with ``log_format="json"``, as JSON lines.
+    """
     for module in modules:
         import_module(module)
     world = await open_world(world_path)
@@ -159,133 +254,60 @@ async def cmd_worker(
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    say = _sayer(log_format)
+    ended: set[asyncio.Task[None]] = set()
+
+    async def report_end(run_id: str) -> None:
+        with contextlib.suppress(DurasimError):
+            status = (await world.runs.get(run_id)).status.value
+            say(f"durasim worker: run {run_id} {status}", run_id=run_id, outcome=status)
+
+    def on_report(report: DeliveryReport) -> None:
+        if report.status is DeliveryStatus.FINISHED and report.run_id != "?":
+            task = loop.create_task(report_end(report.run_id))
+            ended.add(task)
+            task.add_done_callback(ended.discard)
+
     try:
-        worker = Worker(
-            world,
-            deployment=deployment,
-            serve_all=serve_all,
-            concurrency=concurrency,
-            lease_seconds=lease_seconds,
-            renew_every=renew_every,
-            on_report=lambda r: print(
-                f"durasim worker: run {r.run_id} {r.status}", file=sys.stderr
-            ),
-        )
-        versions = "every version" if serve_all else ", ".join(worker.versions.served())
-        print(
-            f"durasim worker: serving {getattr(world, 'path', world)} "
-            f"(versions: {versions or 'unversioned runs only'})",
-            file=sys.stderr,
-        )
-        await worker.serve(stop=stop)
+        with cli_logging(log_format):
+            worker = Worker(
+                world,
+                deployment=deployment,
+                serve_all=serve_all,
+                concurrency=concurrency,
+                lease_seconds=lease_seconds,
+                renew_every=renew_every,
+                on_report=on_report,
+            )
+            versions = "every version" if serve_all else ", ".join(worker.versions.served())
+            say(
+                f"durasim worker: serving {getattr(world, 'path', world)} "
+                f"(versions: {versions or 'unversioned runs only'})"
+            )
+            await worker.serve(stop=stop)
+            if ended:
+                await asyncio.gather(*ended, return_exceptions=True)
     finally:
         await world.close()
-    print("durasim worker: stopped", file=sys.stderr)
+    say("durasim worker: stopped")
     return 0
 
 
-def _json_value(value: Any, payloads: RunPayloads | None = None) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        try:
-            # A payload may refer to earlier ones of its run (frozen values).
-            return {"decoded": repr(decode_payload(value, payloads))}
-        except DurasimError:
-            return {"bytes": len(value)}
-    if isinstance(value, tuple | list):
-        return [_json_value(v, payloads) for v in value]
-    return value
+def _sayer(log_format: str) -> Callable[..., None]:
+    """The worker's own lines on stderr: text, or JSON objects beside the log's."""
 
+    def say(message: str, **fields: Any) -> None:
+        if log_format == "json":
+            line = {
+                "time": datetime.now(UTC).isoformat(),
+                "level": "info",
+                "logger": "durasim.worker",
+            }
+            print(json.dumps({**line, "message": message, **fields}), file=sys.stderr, flush=True)
+        else:
+            print(message, file=sys.stderr, flush=True)
 
-def _event_json(event: Event, payloads: RunPayloads | None = None) -> dict[str, Any]:
-    return {
-        "seq": event.seq,
-        "type": event.type.value,
-        "correlation_id": event.correlation_id,
-        "in_band": event.in_band,
-        "created_at": event.created_at.isoformat(),
-        "data": {k: _json_value(v, payloads) for k, v in event.data.items()},
-    }
-
-
-async def _run_json(run: Run, world: World) -> dict[str, Any]:
-    row = await world.runs.get(run.run_id)
-    steps = await world.steps.list(run.run_id)
-    return {
-        "run_id": row.run_id,
-        "workflow": row.workflow_name,
-        "status": row.status.value,
-        "created_at": row.created_at.isoformat(),
-        "completed_at": row.completed_at.isoformat() if row.completed_at else None,
-        "output": _json_value(row.output) if row.output is not None else None,
-        "error": _json_value(row.error) if row.error is not None else None,
-        "error_code": row.error_code,
-        "deployment_id": row.deployment_id,
-        "patches": sorted(k[len(PATCH_ATTR) :] for k in row.attributes if k.startswith(PATCH_ATTR)),
-        "steps": [
-            {"step_id": s.step_id, "status": s.status.value, "attempt": s.attempt} for s in steps
-        ],
-    }
-
-
-async def cmd_inspect(
-    what: str, run_id: str | None, *, world_path: str | None, as_json: bool
-) -> int:
-    """``runs``, ``run ID`` or ``events ID``: what the World holds."""
-    world = await open_world(world_path, must_exist=True)
-    try:
-        if what == "runs":
-            rows = []
-            cursor = None
-            while True:
-                page = await world.runs.list(cursor=cursor)
-                rows += [
-                    {"run_id": r.run_id, "status": r.status.value, "workflow": r.workflow_name}
-                    for r in page.runs
-                ]
-                cursor = page.cursor
-                if cursor is None:
-                    break
-            if as_json:
-                print(json.dumps(rows, indent=2))
-            for row in [] if as_json else rows:
-                print(f"{row['run_id']}  {row['status']:<10} {row['workflow']}")
-            return 0
-        if run_id is None:
-            raise DurasimError(f"durasim inspect {what} needs a run id")
-        run = get_run(run_id, world=world)
-        if what == "run":
-            body = await _run_json(run, world)
-            if as_json:
-                print(json.dumps(body, indent=2))
-            else:
-                print(f"{body['run_id']}  {body['status']}  {body['workflow']}")
-                if body["deployment_id"]:
-                    print(f"  version: {body['deployment_id']}")
-                if body["patches"]:
-                    print(f"  patches: {', '.join(body['patches'])}")
-                for step in body["steps"]:
-                    print(f"  {step['step_id']:<60} {step['status']:<10} attempt {step['attempt']}")
-                if body["output"] is not None:
-                    print(f"  output: {body['output']}")
-                if body["error"] is not None:
-                    print(f"  error ({body['error_code']}): {body['error']}")
-            return 0
-        if as_json:  # JSON lines, lossless: `durasim check-log` reads them back
-            for raw in await run.events():
-                print(event_to_json(raw))
-            return 0
-        raws = await run.events()
-        payloads = RunPayloads.from_log(raws)
-        events = [_event_json(e, payloads) for e in raws]
-        for event in events:
-            band = "in-band" if event["in_band"] else "       "
-            subject = event["correlation_id"] or ""
-            print(f"#{event['seq']:<5} {event['type']:<15} {band} {subject}")
-        return 0
-    finally:
-        await world.close()
+    return say
 
 
 async def cmd_cancel(run_id: str, *, reason: str | None, world_path: str | None) -> int:

@@ -38,6 +38,7 @@ from durasim.runtime.serialization import deserialize
 from durasim.sim import (
     BudgetExceeded,
     ChoiceSource,
+    QueueContractBroken,
     RunOutcome,
     SequenceChoices,
     Sim,
@@ -65,6 +66,9 @@ Property = Callable[[RunOutcome, Sequence[Event]], Any]
 #: Verdict kinds of a failed example, most severe first.
 VERDICT_KINDS = {
     "error": "the simulation itself failed (an exception escaped the runtime or the harness)",
+    "queue": "the World's own queue broke its contract under the runtime (queue='world'): "
+    "an acked message redelivered, a claimed message lost, a delay not kept, an idempotency "
+    "key that queued twice, a lease refused or kept wrongly, a wrong next_due",
     "stuck": "code never yielded: the wall-time budget interrupted it (the detail names where)",
     "authoring": "a run failed with a sandbox or authoring error (WorkflowSandboxError, "
     "InvalidDefinition...): the workflow breaks a rule of durasim",
@@ -193,7 +197,9 @@ def run_example(
         outcome = sim.run_sync(script)
     except (SimError, Exception) as exc:
         stuck = getattr(exc, "stuck", None) if isinstance(exc, BudgetExceeded) else None
-        if isinstance(stuck, StuckCode):
+        if isinstance(exc, QueueContractBroken):
+            failures.insert(0, ("queue", f"({exc.check}) {exc}"))
+        elif isinstance(stuck, StuckCode):
             failures.insert(0, ("stuck", _describe_stuck(str(exc), stuck)))
         else:
             failures.insert(0, ("error", _describe(exc)))
@@ -216,7 +222,7 @@ def run_example(
     trace, trace_hash = sim.trace_text, sim.trace_hash
     # A stuck example is not replayed: it would cost another wall budget, and
     # where the interrupt lands (hence the trace's last line) is wall-clock luck.
-    unreplayable = any(k in ("error", "stuck") for k, _ in failures)
+    unreplayable = any(k in ("error", "stuck", "queue") for k, _ in failures)
     if determinism and answers is not None and not unreplayable:
         if setup is not None:
             setup()
@@ -266,6 +272,7 @@ def _make_sim(
         lease_seconds=config.lease_seconds,
         renew_every=config.renew_every,
         max_wall_seconds=max_wall_seconds,
+        queue=config.queue,
     )
 
 

@@ -37,7 +37,7 @@ from durasim.checkers import (
 )
 from durasim.runtime import LeasePolicy
 from durasim.runtime.lowlevel import DEFAULT_LEASE_SECONDS
-from durasim.sim import FAULT_KINDS, FifoChoices, Sim
+from durasim.sim import FAULT_KINDS, QUEUE_MODES, FifoChoices, Sim
 from durasim.worlds import Event, WorldFactory, check_factory
 
 from ._example import ExampleReport, Property, run_example
@@ -180,6 +180,7 @@ def explore(
     max_draws: int = 2000,
     batch_examples: int = 1000,
     fresh_process: bool = True,
+    queue: str = "sim",
     upgrade: Callable[..., Any] | None = None,
 ) -> ExploreResult:
     """Search schedules and faults of ``workflow(*args)``; shrink and report the first failure.
@@ -236,6 +237,10 @@ def explore(
             state is caught; the workflow must be importable by module name.
         max_draws: draws per example; later choices answer 0 (FIFO, no fault).
         batch_examples: examples per Hypothesis run (memory stays flat across runs).
+        queue: ``"sim"`` (the simulator's queue) or ``"world"``: the runtime drives
+            the World's own queue and every answer is checked against what it was
+            asked (verdict ``queue`` when it breaks its contract; the seed keeps
+            the mode for ``durasim reproduce``).
         upgrade: the workflow's next version (a ``@workflow`` or ``async def``
             importable by ``module:qualname``): each example changes the code to
             it at a drawn interception point ("the code changes here"), so runs
@@ -270,8 +275,11 @@ def explore(
         "setup": object_ref(setup) if setup is not None else "",
         "world": object_ref(world_factory) if world_factory is not None else "",
     }
+    if queue not in QUEUE_MODES:
+        raise ValueError(f"queue={queue!r}: pass 'sim' or 'world'")
     plain = ExampleConfig(
         workflow=refs["workflow"],
+        queue=queue,
         args=args,
         lease_seconds=lease_seconds,
         renew_every=renew_every,
@@ -341,6 +349,7 @@ def explore(
         enabled = tuple(k for k in faults if k in enabled or k in plan.values())
         config = ExampleConfig(
             workflow=refs["workflow"],
+            queue=queue,
             args=args,
             faults=enabled,
             fault_odds=fault_odds,

@@ -64,6 +64,7 @@ class ExampleConfig:
         world: ``module:qualname`` of the World factory, or "" (the in-memory World).
         fresh_process: the ``PYTHONHASHSEED`` of the fresh-process replay that
             judged the example, or ``None`` when that check was off.
+        queue: ``"sim"`` or ``"world"``: whose queue the simulated runtime used.
         hash_seed: the exploring process's ``PYTHONHASHSEED`` ("" when unset or
             ``random``): ``durasim reproduce`` runs under it, so sets iterate alike.
     """
@@ -87,6 +88,7 @@ class ExampleConfig:
     world: str = ""
     fresh_process: int | None = None
     hash_seed: str = ""
+    queue: str = "sim"
 
     def to_seed(self) -> str:
         """The seed string of this example."""
@@ -121,6 +123,8 @@ class ExampleConfig:
             doc["fresh"] = self.fresh_process
         if self.hash_seed:
             doc["phs"] = self.hash_seed
+        if self.queue != "sim":
+            doc["queue"] = self.queue
         raw = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
         packed = base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
         return SEED_PREFIX + packed
@@ -159,6 +163,7 @@ class ExampleConfig:
                 world=doc.get("world", ""),
                 fresh_process=int(doc["fresh"]) if "fresh" in doc else None,
                 hash_seed=str(doc.get("phs", "")),
+                queue=str(doc.get("queue", "sim")),
             )
         except (ValueError, KeyError, TypeError, zlib.error) as exc:
             raise SeedError(f"the seed is damaged ({exc}): copy the whole line again") from exc

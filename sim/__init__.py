@@ -26,6 +26,8 @@ from ._errors import (
     Crashed,
     HoldNeverReached,
     InjectedFault,
+    QueueContractBroken,
+    QueueModeUnsupported,
     SimDeadlock,
     SimError,
     WallBudgetInterrupt,
@@ -39,10 +41,12 @@ from ._scheduler import Scheduler
 from ._sim import DeferredCommit, Hold, Sim, WriterHandle, simulate
 from ._trace import Trace, TraceEntry
 from ._world import SimWorld
+from ._world_queue import QUEUE_MODES, WorldQueue
 
 __all__ = [
     "CHOICE_KINDS",
     "FAULT_KINDS",
+    "QUEUE_MODES",
     "AlreadyPassedError",
     "BudgetExceeded",
     "ChoiceSource",
@@ -57,6 +61,8 @@ __all__ = [
     "LabeledChoiceSource",
     "Match",
     "Point",
+    "QueueContractBroken",
+    "QueueModeUnsupported",
     "Rejection",
     "RunOutcome",
     "RunStall",
@@ -76,6 +82,7 @@ __all__ = [
     "Trace",
     "TraceEntry",
     "WallBudgetInterrupt",
+    "WorldQueue",
     "Writer",
     "WriterHandle",
     "WriterPattern",

@@ -28,7 +28,7 @@ from durasim.runtime.lowlevel import (
 from durasim.worlds import WorldError
 from durasim.worlds._memory_queue import QueueSlot
 
-from ._errors import Crashed, WallBudgetInterrupt
+from ._errors import Crashed, QueueContractBroken, WallBudgetInterrupt
 from ._leases import Leases
 from ._points import ORCHESTRATOR, STEP, Point, Writer, step_short_name
 from ._world import ACTOR, Actor
@@ -131,6 +131,8 @@ class Deliveries:
         # the simulator only applies it to its queue (without a choice point).
         core = self.core
         try:
+            if delivery is not None:
+                await core.queue.claimed(delivery)  # the World's own claim (queue="world")
             handled = await core.engine.handle_message(
                 message,
                 attempt=attempt,
@@ -141,6 +143,9 @@ class Deliveries:
         except Crashed:
             record.status = "crashed"
             core.trace.add("delivery", f"d{record.number} crashed")
+            return
+        except QueueContractBroken:
+            record.status = "queue broken"
             return
         settlement = handled.settlement
         if handled.error is not None:
@@ -153,7 +158,7 @@ class Deliveries:
         else:
             status = "done"
         if settlement.wake is not None:
-            core.queue.put(
+            await core.queue.put_async(
                 ORCHESTRATOR_QUEUE,
                 settlement.wake.encode(),
                 run_id=settlement.wake.run_id,
@@ -166,9 +171,13 @@ class Deliveries:
             return
         self.leases.release(record.number)
         try:
-            core.queue.settle(delivery, release_after=settlement.release_after)
+            # As the worker does, without a choice point (with queue="world", the
+            # World's ack or release, checked against what the queue was asked).
+            await core.queue.settle_async(delivery, release_after=settlement.release_after)
         except WorldError:
             core.trace.add("note", f"d{record.number} could not settle {record.message_id}")
+        except QueueContractBroken:
+            record.status = "queue broken"
 
     def crash(self, actor: Actor, point: Point | None = None, *, where: str = "") -> None:
         """Crash ``actor``'s delivery: it stops at once; its lease lapses (no more renewals).

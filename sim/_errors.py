@@ -28,6 +28,8 @@ __all__ = [
     "Crashed",
     "HoldNeverReached",
     "InjectedFault",
+    "QueueContractBroken",
+    "QueueModeUnsupported",
     "SimDeadlock",
     "SimError",
     "WallBudgetInterrupt",
@@ -52,6 +54,34 @@ class BudgetExceeded(SimError):
 
 class SimDeadlock(SimError):
     """The script awaits something no simulated task will ever do."""
+
+
+class QueueContractBroken(SimError):
+    """The World's own queue broke its contract under the simulated runtime (``queue="world"``).
+
+    Raised (and the simulation halted) at the first answer of the World's queue
+    that contradicts what it was asked (docs/protocol.md section 11): an acked
+    message claimed again, a claimed message lost, a message due before its
+    delay, an idempotency key that queued a second message, a lease refused to
+    its holder or kept by one that lost it, a wrong ``next_due``.
+
+    Attributes:
+        check: which rule broke (``redelivered``, ``lost``, ``delay``, ``idempotency``,
+            ``lease``, ``next_due``, ``order``).
+    """
+
+    def __init__(self, message: str, *, check: str) -> None:
+        super().__init__(message)
+        self.check = check
+
+
+class QueueModeUnsupported(SimError):
+    """A script asked ``queue="world"`` for what only the simulator's queue can do.
+
+    Dropping or delaying a queued message, opening a run's gate without
+    redelivering, or delivering a message out of the World's claim order: run
+    the script with ``Sim(queue="sim")``.
+    """
 
 
 class InjectedFault(WorldError):

@@ -94,7 +94,9 @@ class Faults:
     def applicable(self, candidate: Parked | QueueSlot) -> list[FaultKind]:
         """The enabled kinds that can hit ``candidate``."""
         if isinstance(candidate, QueueSlot):
-            kinds = [FaultKind.DROP, FaultKind.DELAY, FaultKind.DUPLICATE]
+            kinds = [FaultKind.DUPLICATE]
+            if self.core.queue_mode == "sim":  # a World's queue cannot be made to lose one
+                kinds[:0] = [FaultKind.DROP, FaultKind.DELAY]
         else:
             kinds = [
                 FaultKind.CRASH,

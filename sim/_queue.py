@@ -126,8 +126,9 @@ class SimQueue:
         orchestrator: bool = False,
         idempotency_key: str | None = None,
         delay: float = 0.0,
+        message_id: str | None = None,
     ) -> str:
-        """Enqueue synchronously; returns the message id."""
+        """Enqueue synchronously; returns the message id (``message_id``: the one to use)."""
         check_queue_name(queue_name)
         check_message(payload, run_id, orchestrator, idempotency_key)
         delay = check_delay(delay)
@@ -135,7 +136,7 @@ class SimQueue:
             return self._keys[idempotency_key]
         now = self._clock.now()
         message = Message(
-            message_id=self._ids.new_id("msg"),
+            message_id=message_id or self._ids.new_id("msg"),
             queue_name=queue_name,
             payload=payload,
             available_at=now + timedelta(seconds=delay),
@@ -278,6 +279,9 @@ class SimQueue:
 
     def drop(self, message_id: str) -> Message | None:
         """Lose a message, as a faulty queue would; returns it."""
+        return self._remove(message_id)
+
+    def _remove(self, message_id: str) -> Message | None:
         slot = self._slots.pop(message_id, None)
         if slot is None:
             return None
@@ -296,6 +300,27 @@ class SimQueue:
         )
         self._changed()
 
+    # --- what the deliveries await (the World's queue answers, with queue="world") --
+
+    async def claimed(self, delivery: Delivery) -> None:
+        """A delivery starts on ``delivery`` (taken by :meth:`take`): nothing more to do here."""
+
+    async def put_async(
+        self,
+        queue_name: str,
+        payload: bytes,
+        *,
+        run_id: str | None = None,
+        orchestrator: bool = False,
+        delay: float = 0.0,
+    ) -> str:
+        """The simulator's own enqueue (a run's wake-up after a settlement)."""
+        return self.put(queue_name, payload, run_id=run_id, orchestrator=orchestrator, delay=delay)
+
+    async def settle_async(self, delivery: Delivery, *, release_after: float | None) -> None:
+        """Ack or release, as the delivery's worker does once the engine settled."""
+        self.settle(delivery, release_after=release_after)
+
     def _held(self, delivery: Delivery) -> QueueSlot:
         slot = self._slots.get(delivery.message_id)
         if slot is None or slot.lease_id != delivery.lease_id:
@@ -310,7 +335,7 @@ class SimQueue:
         """Ack (``release_after=None``) or release the delivery's message."""
         slot = self._held(delivery)
         if release_after is None:
-            self.drop(delivery.message_id)
+            self._remove(delivery.message_id)
             return
         slot.lease_id = None
         slot.lease_live = False

@@ -49,6 +49,7 @@ from ._points import EXTERNAL, Match, Point, Writer
 from ._queue import SimQueue
 from ._trace import Trace
 from ._world import ACTOR, Actor, SimWorld
+from ._world_queue import WorldQueue
 
 if TYPE_CHECKING:
     from ._reports import StuckCode
@@ -105,6 +106,7 @@ class Scheduler:
         max_virtual_seconds: float,
         max_wall_seconds: float,
         leases: LeasePolicy,
+        queue: str = "sim",
     ) -> None:
         self.clock = clock
         self.store = store
@@ -112,7 +114,14 @@ class Scheduler:
         self.limits = limits
         self.loop = SimLoop(clock)
         self.loop.on_idle = self.on_idle
-        self.queue = SimQueue(clock, ids)
+        #: "sim" (the recording queue) or "world" (the World's own, mirrored: _world_queue.py).
+        self.queue_mode = queue
+        if queue == "world":
+            world_queue = WorldQueue(clock, ids, store.queue, lease_seconds=leases.lease_seconds)
+            world_queue.on_broken = lambda broken: self.halt(f"queue contract broken: {broken}")
+            self.queue: SimQueue = world_queue
+        else:
+            self.queue = SimQueue(clock, ids)
         self.world = SimWorld(self, store, self.queue, clock)
         self.engine = engine_for(self.world)
         self.trace = Trace(clock, lambda: self._ordinal)

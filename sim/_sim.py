@@ -36,7 +36,7 @@ from durasim.worlds._time import CountingIds
 from ._choices import ChoiceSource, as_choice_source
 from ._clock import SimClock
 from ._deliveries import Deliveries
-from ._errors import BudgetExceeded, SimError, WallBudgetInterrupt
+from ._errors import BudgetExceeded, QueueModeUnsupported, SimError, WallBudgetInterrupt
 from ._handles import DeferredCommit, Hold, WriterHandle
 from ._points import EXTERNAL, ORCHESTRATOR, STEP, Match, Point, Writer, WriterPattern
 from ._reports import IdleReport, RunOutcome, SimSnapshot, StallReport, find_stalls, take_snapshot
@@ -44,6 +44,7 @@ from ._scheduler import Scheduler
 from ._trace import TraceEntry
 from ._watchdog import WallGuard, grace_after
 from ._world import Actor, SimWorld
+from ._world_queue import QUEUE_MODES
 
 __all__ = ["DeferredCommit", "Hold", "Sim", "WriterHandle", "simulate"]
 
@@ -81,6 +82,11 @@ class Sim:
         renew_every: how often a delivery's lease is renewed (default: as a
             ``Worker``, 1 s or a third of a shorter lease); validated with
             ``lease_seconds`` as a worker's options are (``LeasePolicy``).
+        queue: ``"sim"`` (default): the runtime's queue is the simulator's
+            recording queue; ``"world"``: the World's own queue, driven by the
+            simulated runtime and checked against what it was asked (a breach
+            raises :class:`~durasim.sim.QueueContractBroken`; see
+            docs/simulator.md, "The World's own queue").
     """
 
     def __init__(
@@ -100,7 +106,13 @@ class Sim:
         max_wall_seconds: float = 60.0,
         lease_seconds: float | None = None,
         renew_every: float | None = None,
+        queue: str = "sim",
     ) -> None:
+        if queue not in QUEUE_MODES:
+            raise SimError(
+                f"queue={queue!r} is not a queue mode: pass 'sim' (the simulator's queue) "
+                "or 'world' (the World's own queue)"
+            )
         policy = LeasePolicy.of(lease_seconds, renew_every)
         self.clock = clock or SimClock()
         ids = ids or CountingIds()
@@ -129,6 +141,7 @@ class Sim:
             max_virtual_seconds=_seconds("max_virtual_time", max_virtual_time),
             max_wall_seconds=max_wall_seconds,
             leases=policy,
+            queue=queue,
         )
         self.world: SimWorld = self._core.world
         self.run_id: str | None = None
@@ -150,11 +163,18 @@ class Sim:
         task = loop.create_task(self._main(script))
         self._core.main_task = task
         try:
-            return self._drive(task)
+            result = self._drive(task)
         except asyncio.CancelledError:
             if self._core.deadlock is not None:
                 raise self._core.deadlock from None
+            self._raise_queue_broken()
             raise
+        except Exception:
+            self._raise_queue_broken()
+            raise
+        else:
+            self._raise_queue_broken()
+            return result
         finally:
             try:
                 if self._owns_store:
@@ -164,6 +184,17 @@ class Sim:
                 loop.close()
                 if self._scratch is not None:
                     self._scratch.cleanup()
+
+    def _raise_queue_broken(self) -> None:
+        """The World's queue broke its contract (``queue="world"``): that is the outcome."""
+        broken = getattr(self._core.queue, "broken", None)
+        if broken is not None:
+            raise broken
+
+    @property
+    def queue_mode(self) -> str:
+        """``"sim"`` or ``"world"``: whose queue the simulated runtime uses."""
+        return self._core.queue_mode
 
     async def _main(self, script: Callable[[Sim], Coroutine[Any, Any, T]]) -> T:
         try:
@@ -235,7 +266,7 @@ class Sim:
 
     async def start(
         self, workflow: Callable[..., Any], *args: Any, run_id: str | None = None, **kwargs: Any
-    ) -> Run:
+    ) -> Run[Any]:
         """Start a run (as an external writer); it is delivered when the scheduler picks it."""
         # Unpinned: a simulated log must not depend on the workflow's source text.
         with pinning(False):
@@ -476,11 +507,21 @@ class Sim:
         ``force`` (two overlapping orchestrators: only the fence decides).
         """
         numbers = []
+        if force and self._core.queue_mode == "world":
+            raise QueueModeUnsupported(
+                "deliver_queued(force=True) overlaps two orchestrators, which the World's "
+                "queue never does: use Sim(queue='sim')"
+            )
         claimable = {id(s) for s in self._core.queue.claimable(ignore_leases=force)} | (
             {id(s) for s in self._core.queue.slots()} if force else set()
         )
         for slot in self._select(select):
             if id(slot) not in claimable:
+                if self._core.queue_mode == "world" and slot.claimable_at() <= self.clock.micros:
+                    raise QueueModeUnsupported(
+                        f"message {slot.message.message_id} is not the one the World's queue "
+                        "would deliver next: use Sim(queue='sim') to choose any due message"
+                    )
                 raise SimError(
                     f"message {slot.message.message_id} cannot be delivered now: its run's "
                     "orchestrator lease is live (pass force=True to overlap) or it is not due"

@@ -68,10 +68,12 @@ from ._errors import (
     RunNotFound,
     StaleView,
     StepNotFound,
+    StorageFull,
     StreamClosed,
     TooEarly,
     WaitNotFound,
     WorldError,
+    WorldFileChanged,
 )
 from ._events import (
     RUN_TERMINAL_TYPES,
@@ -110,6 +112,8 @@ from ._time import (
     SystemClock,
     housekeeping,
 )
+from ._vercel import NotExpressible, VercelFactory, VercelWorld, vercel_factory
+from ._vercel_host import InstalledPackage, NodeMissing, install_vercel_package
 
 if TYPE_CHECKING:
     from ._postgres import PostgresWorld
@@ -149,10 +153,13 @@ __all__ = [
     "HooksFacet",
     "IdSource",
     "InBandSuperseded",
+    "InstalledPackage",
     "InvalidRequest",
     "LeaseLost",
     "MemoryWorld",
     "Message",
+    "NodeMissing",
+    "NotExpressible",
     "Payload",
     "Plan",
     "PostgresWorld",
@@ -172,11 +179,14 @@ __all__ = [
     "StepRecord",
     "StepStatus",
     "StepsFacet",
+    "StorageFull",
     "StreamClosed",
     "StreamInfo",
     "StreamsFacet",
     "SystemClock",
     "TooEarly",
+    "VercelFactory",
+    "VercelWorld",
     "WaitNotFound",
     "WaitRecord",
     "WaitStatus",
@@ -184,6 +194,7 @@ __all__ = [
     "World",
     "WorldError",
     "WorldFactory",
+    "WorldFileChanged",
     "WorldSetup",
     "check_chunks",
     "check_correlation_id",
@@ -204,11 +215,13 @@ __all__ = [
     "event_time",
     "fold_log",
     "housekeeping",
+    "install_vercel_package",
     "normalize_statuses",
     "plan_batch",
     "plan_write",
     "run_sort_key",
     "validate_request",
+    "vercel_factory",
 ]
 
 _publish(__name__, globals(), __all__)

@@ -160,3 +160,20 @@ class StreamClosed(WorldError):
 
 class CorruptedLog(WorldError):
     """A stored log breaks the contract (a hole in the positions, an unreadable row)."""
+
+
+class StorageFull(WorldError):
+    """The World's storage is full (SQLite ``SQLITE_FULL``, ``ENOSPC``).
+
+    Nothing of the failed write was committed and nothing committed before is
+    lost; the same call succeeds once space returns.  A serving worker waits
+    and retries with a back-off instead of stopping.
+    """
+
+
+class WorldFileChanged(WorldError):
+    """The World's file was deleted or replaced under this process.
+
+    Writes would go into the old, unlinked file and be lost: every write is
+    refused from then on.  Stop the process and check the file.
+    """

@@ -136,6 +136,8 @@ class MemoryWorld:
         self._max_deliveries = max_deliveries
         self._runs: dict[str, _RunRecord] = {}
         self._tokens: dict[str, tuple[str, str]] = {}
+        # Every token's most recent holder, live or not (hooks.last_by_token).
+        self._last_holders: dict[str, tuple[str, str]] = {}
         self._queue: dict[str, QueueSlot] = {}
         self._queue_order = 0
         self._idempotency: dict[str, str] = {}
@@ -188,6 +190,7 @@ class MemoryWorld:
         for hook in plan.hooks.values():
             if hook.status is HookStatuses.ACTIVE:
                 self._tokens[hook.token] = (hook.run_id, hook.hook_id)
+                self._last_holders[hook.token] = (hook.run_id, hook.hook_id)
             elif self._tokens.get(hook.token) == (hook.run_id, hook.hook_id):
                 del self._tokens[hook.token]
 
@@ -293,6 +296,13 @@ class _Hooks(_Facet):
                 f"no live hook holds token {token!r} (never created, disposed, or its run ended)",
                 token=token,
             )
+        return self._w._runs[owner[0]].state.hooks[owner[1]]
+
+    async def last_by_token(self, token: str) -> HookRecord:
+        """The hook that took ``token`` last, in any status; :class:`HookNotFound` if none."""
+        owner = self._w._last_holders.get(token) if isinstance(token, str) else None
+        if owner is None:
+            raise HookNotFound(f"no hook ever held token {token!r}", token=token)
         return self._w._runs[owner[0]].state.hooks[owner[1]]
 
     async def list(self, run_id: str) -> tuple[HookRecord, ...]:

@@ -140,6 +140,22 @@ class _Hooks(_Facet):
             )
         return codec.hook_from_row(row)
 
+    async def last_by_token(self, token: str) -> HookRecord:
+        """The hook that took ``token`` last, in any status; :class:`HookNotFound` if none."""
+
+        async def body(conn: Conn) -> tuple[Any, ...] | None:
+            cur = await conn.execute(
+                f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE token = %s ORDER BY ord DESC "
+                "LIMIT 1",
+                (token if isinstance(token, str) else "",),
+            )
+            return await cur.fetchone()
+
+        row = await self._w._read(body)
+        if row is None:
+            raise HookNotFound(f"no hook ever held token {token!r}", token=token)
+        return codec.hook_from_row(row)
+
     async def list(self, run_id: str) -> tuple[HookRecord, ...]:
         rows = await self._of_run(
             run_id,

@@ -157,6 +157,11 @@ CREATE TABLE chunks (
 );
 """,
     ),
+    (
+        2,
+        "hooks by token in any status (webhook retries after the run ended)",
+        "CREATE INDEX hooks_token ON hooks (token, ord)",
+    ),
 )
 
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]

@@ -23,6 +23,9 @@ queue and streams :mod:`._sqlite_queue`.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,7 +35,14 @@ from typing import Literal
 from . import _sqlite_codec as codec
 from . import _sqlite_schema as sql
 from ._entities import Capabilities, RunRecord, Snapshot
-from ._errors import CorruptedLog, InvalidRequest, RunNotFound, WorldError
+from ._errors import (
+    CorruptedLog,
+    InvalidRequest,
+    RunNotFound,
+    StorageFull,
+    WorldError,
+    WorldFileChanged,
+)
 from ._events import Event, EventType, check_run_id
 from ._fold import fold_log
 from ._guards import Plan
@@ -63,6 +73,98 @@ def _step_refs(plan: Plan) -> dict[str, tuple[int | None, int | None, int | None
     return {step_id: (r[0], r[1], r[2]) for step_id, r in refs.items()}
 
 
+def is_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk is full (``SQLITE_FULL``, or ``ENOSPC``)."""
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        return code == sqlite3.SQLITE_FULL or (code is None and "is full" in str(exc))
+    return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _probe(path: Path) -> sqlite3.Connection:
+    """A read-only connection to ``path``, its schema checked; nothing is written.
+
+    A WAL file whose directory this process cannot write (so no ``-shm`` can be
+    made) is opened ``immutable`` when no ``-wal`` holds unmerged commits.
+    """
+    base = path.resolve().as_uri()
+    try:
+        db = sqlite3.connect(f"{base}?mode=ro", uri=True, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise WorldError(
+            f"cannot open SQLite World at {str(path)!r}: {exc}; check that the file is readable",
+            path=str(path),
+        ) from exc
+    try:
+        _schema_version(db, path)
+        return db
+    except sqlite3.OperationalError as exc:
+        db.close()
+        wal = Path(f"{path}-wal")
+        if _writable(path) or (wal.exists() and wal.stat().st_size > 0):
+            raise WorldError(
+                f"cannot read SQLite World at {str(path)!r}: {exc}; check that the file and "
+                "its directory are readable",
+                path=str(path),
+            ) from exc
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise WorldError(
+            f"cannot open {str(path)!r} as a SQLite World: {exc}; pass the path of a "
+            "durasim World file or of a new file (nothing was changed in this one)",
+            path=str(path),
+        ) from exc
+    except BaseException:
+        db.close()
+        raise
+    db = sqlite3.connect(f"{base}?mode=ro&immutable=1", uri=True, isolation_level=None)
+    try:
+        _schema_version(db, path)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _schema_version(db: sqlite3.Connection, path: Path) -> int | None:
+    """The World's schema version; None for an empty database; refuses a foreign one."""
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables:
+        return None
+    if "meta" not in tables:
+        raise WorldError(
+            f"{str(path)!r} is a SQLite database but not a durasim World (it has tables "
+            f"{', '.join(sorted(tables)[:5])}); nothing was changed in it: pass the path of a "
+            "durasim World file or of a new file",
+            path=str(path),
+        )
+    found = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    version = int(found[0]) if found else None
+    if version is not None and version > sql.SCHEMA_VERSION:
+        raise WorldError(
+            f"{str(path)!r} has schema version {version}, newer than this durasim "
+            f"understands ({sql.SCHEMA_VERSION}): upgrade durasim",
+            path=str(path),
+        )
+    return version
+
+
 class _WriteTransaction:
     """:meth:`SQLiteWorld._write`; a class, not a generator: every write enters one."""
 
@@ -74,15 +176,19 @@ class _WriteTransaction:
 
     def __enter__(self) -> sqlite3.Connection:
         db, world = self._db, self._world
+        world._check_writable()
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
+            if is_full(exc):
+                raise world._full(exc) from exc
             raise WorldError(
                 f"SQLite World {str(world.path)!r}: could not take the write lock ({exc}); "
                 "another process holds it longer than busy_timeout",
                 path=str(world.path),
             ) from exc
         try:
+            world._check_file()  # under the write lock: nothing is written into a lost file
             version = db.execute("PRAGMA data_version").fetchone()[0]
         except BaseException as exc:
             self._roll_back(exc)
@@ -108,8 +214,12 @@ class _WriteTransaction:
         """Undo the write and drop the caches; a storage error is raised as a WorldError."""
         db, world = self._db, self._world
         if db.in_transaction:
-            db.execute("ROLLBACK")
+            # SQLite may have rolled back itself (an I/O error, a full disk).
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
         world._known.clear()  # whatever happened, decide the next write afresh
+        if is_full(exc):
+            raise world._full(exc) from exc
         if isinstance(exc, sqlite3.Error):
             raise WorldError(
                 f"SQLite World {str(world.path)!r}: the write failed and was rolled back "
@@ -156,19 +266,23 @@ class SQLiteWorld:
         # it back.  Dropped whenever another connection wrote (see _write).
         self._known = KnownRuns(runs=sql.CACHED_RUNS, step_runs=sql.CACHED_STEP_RUNS)
         self._data_version: int | None = None
-        try:
-            self._db = sqlite3.connect(
-                self.path, isolation_level=None, timeout=busy_timeout, cached_statements=256
-            )
-        except sqlite3.Error as exc:
-            raise WorldError(
-                f"cannot open SQLite World at {str(self.path)!r}: {exc}; check that the "
-                "directory exists and is writable",
-                path=str(self.path),
-            ) from exc
+        self._identity: tuple[int, int] | None = None
+        self._lost: str | None = None
+        #: True when the file or its directory is not writable: the World is
+        #: opened read-only (it can be inspected) and every write is refused.
+        self.read_only = _exists(self.path) and not _writable(self.path)
+        # Read the schema read-only first: a file that is not a durasim World
+        # is refused before anything (journal_mode=WAL rewrites the header)
+        # could change a byte of it.
+        probe = _probe(self.path) if _exists(self.path) else None
         self._closed = False
+        self._db = probe if self.read_only and probe is not None else self._connect(busy_timeout)
+        if probe is not None and probe is not self._db:
+            probe.close()
         try:
-            self._open()
+            self._identity = _identity(self.path)
+            if not self.read_only:
+                self._open()
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise WorldError(
@@ -187,9 +301,26 @@ class SQLiteWorld:
         self.queue = SQLiteQueue(self)
         self.streams = SQLiteStreams(self)
 
+    def _connect(self, busy_timeout: float) -> sqlite3.Connection:
+        try:
+            return sqlite3.connect(
+                self.path, isolation_level=None, timeout=busy_timeout, cached_statements=256
+            )
+        except sqlite3.Error as exc:
+            raise WorldError(
+                f"cannot open SQLite World at {str(self.path)!r}: {exc}; check that the "
+                "directory exists and is writable",
+                path=str(self.path),
+            ) from exc
+
     def _open(self) -> None:
         db = self._db
-        mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        try:
+            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if is_full(exc):
+                raise self._full(exc) from exc
+            raise
         if str(mode).lower() != "wal":
             raise WorldError(
                 f"SQLite World at {str(self.path)!r} could not switch to WAL mode (got "
@@ -199,25 +330,7 @@ class SQLiteWorld:
         sync = "FULL" if self._durability == "power" else "NORMAL"
         db.execute(f"PRAGMA synchronous = {sync}")
         with self._write():
-            tables = {
-                r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            }
-            version = None
-            if tables and "meta" not in tables:
-                raise WorldError(
-                    f"{str(self.path)!r} is a SQLite database but not a durasim World (it has "
-                    f"tables {', '.join(sorted(tables)[:5])}): pass the path of a new file",
-                    path=str(self.path),
-                )
-            if tables:
-                found = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-                version = int(found[0]) if found else None
-            if version is not None and version > sql.SCHEMA_VERSION:
-                raise WorldError(
-                    f"{str(self.path)!r} has schema version {version}, newer than this "
-                    f"durasim understands ({sql.SCHEMA_VERSION}): upgrade durasim",
-                    path=str(self.path),
-                )
+            version = _schema_version(db, self.path)
             if version is None:
                 for statement in sql.SCHEMA_SQL.split(";"):
                     if statement.strip():
@@ -226,6 +339,43 @@ class SQLiteWorld:
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                     (str(sql.SCHEMA_VERSION),),
                 )
+            elif db.execute(sql.HAS_HOOKS_BY_KEY_INDEX).fetchone() is None:
+                db.execute(sql.HOOKS_BY_KEY_INDEX)  # a World made before the index existed
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise WorldError(
+                f"SQLite World {str(self.path)!r} is open read-only: this process cannot write "
+                "the file or its directory (SQLite writes its -wal and -shm files beside it); "
+                "reading works, to write make both writable by this user (chmod/chown, or "
+                "mount the file system read-write)",
+                path=str(self.path),
+            )
+
+    def _check_file(self) -> None:
+        """Refuse to write when the file at ``path`` is no longer the one this World opened."""
+        if self._lost is None:
+            try:
+                now: tuple[int, int] | None = _identity(self.path)
+            except OSError:
+                now = None
+            if now == self._identity:
+                return
+            what = "deleted" if now is None else "replaced by another file"
+            self._lost = (
+                f"SQLite World {str(self.path)!r} was {what} while this process had it open: "
+                "writes would go into the unlinked file and be lost, so none is made; stop "
+                "this process, check the file (a backup restored? a cleanup job?) and restart"
+            )
+        raise WorldFileChanged(self._lost, path=str(self.path))
+
+    def _full(self, exc: BaseException) -> StorageFull:
+        return StorageFull(
+            f"SQLite World {str(self.path)!r}: the disk is full ({exc}); nothing of this write "
+            "was committed and nothing committed is lost: free space on the file system, the "
+            "same call then succeeds",
+            path=str(self.path),
+        )
 
     @property
     def capabilities(self) -> Capabilities:

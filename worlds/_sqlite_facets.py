@@ -157,6 +157,21 @@ class _Hooks(_Facet):
             )
         return codec.hook_from_row(row)
 
+    async def last_by_token(self, token: str) -> HookRecord:
+        """The hook that took ``token`` last, in any status; :class:`HookNotFound` if none."""
+        row = (
+            self._w._live()
+            .execute(
+                f"SELECT {codec.HOOK_COLUMNS} FROM hooks WHERE token = ? ORDER BY rowid DESC "
+                "LIMIT 1",
+                (token if isinstance(token, str) else "",),
+            )
+            .fetchone()
+        )
+        if row is None:
+            raise HookNotFound(f"no hook ever held token {token!r}", token=token)
+        return codec.hook_from_row(row)
+
     async def list(self, run_id: str) -> tuple[HookRecord, ...]:
         with self._w._read() as db:
             self._w._require_run(db, run_id)

@@ -254,6 +254,7 @@ class SQLiteLeaseRenewer:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
+                w._check_file()
                 expires = w._clock.now() + timedelta(seconds=lease)
                 updated = db.execute(
                     "UPDATE messages SET lease_expires_at = ?, due_at = ? "

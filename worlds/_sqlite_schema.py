@@ -15,6 +15,8 @@ __all__ = [
     "CACHED_RUNS",
     "CACHED_STEP_RUNS",
     "EVENT_COLUMNS",
+    "HAS_HOOKS_BY_KEY_INDEX",
+    "HOOKS_BY_KEY_INDEX",
     "INSERT_EVENT",
     "INSERT_RUN",
     "MESSAGE_COLUMNS",
@@ -87,6 +89,7 @@ CREATE TABLE IF NOT EXISTS hooks (
     UNIQUE (run_id, hook_id)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS hooks_live_token ON hooks (token) WHERE status = 'active';
+CREATE INDEX IF NOT EXISTS hooks_token ON hooks (token);
 CREATE TABLE IF NOT EXISTS waits (
     {codec.WAIT_COLUMNS.replace(", ", " ,")},
     UNIQUE (run_id, wait_id)
@@ -177,6 +180,9 @@ INSERT_EVENT = (
 SELECT_RUN = f"SELECT {codec.RUN_COLUMNS} FROM runs WHERE run_id = ?"
 # The counters live on the last event: (seq, in-band events up to and including it).
 SELECT_COUNTERS = "SELECT seq, in_band_seq FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
+#: Hooks by token in any status (``hooks.last_by_token``); added to older files at open.
+HOOKS_BY_KEY_INDEX = "CREATE INDEX IF NOT EXISTS hooks_token ON hooks (token)"
+HAS_HOOKS_BY_KEY_INDEX = "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'hooks_token'"
 #: Runs whose (row, counters) are cached between writes of this connection.
 CACHED_RUNS = 4096
 #: Runs whose unfinished steps are cached too (they hold the steps' input bytes).

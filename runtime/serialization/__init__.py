@@ -9,16 +9,18 @@ afterwards.  docs/serialization.md describes the format and the decisions.
 
 from durasim.worlds._public import publish as _publish
 
-from ._api import deserialize, serialize
+from ._api import deserialize, serialize, without_tracebacks
 from ._errors import FatalError, RetryableError, RevivedError, SerializationError
 from ._format import MAX_DEPTH, PREFIX
 from ._frozen import FrozenValues
 from ._frozen_codec import Chain
 from ._registry import ClassRegistry, Registered, default_class_id, default_registry, serializable
 from ._store import MemoryRecordStore, RecordStore
+from ._tracebacks import MAX_TRACEBACK_CHARS, format_error
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_TRACEBACK_CHARS",
     "PREFIX",
     "Chain",
     "ClassRegistry",
@@ -33,8 +35,10 @@ __all__ = [
     "default_class_id",
     "default_registry",
     "deserialize",
+    "format_error",
     "serializable",
     "serialize",
+    "without_tracebacks",
 ]
 
 _publish(__name__, globals(), __all__)

@@ -21,6 +21,7 @@ __all__ = [
     "plain_scalar",
     "serialize",
     "split_payload",
+    "without_tracebacks",
     "wrap_errors",
 ]
 
@@ -224,3 +225,31 @@ class wrap_errors:
             raise SerializationError(
                 f"malformed payload: {type(exc).__name__}: {exc}"[:500], path=self.root
             ) from exc
+
+
+def without_tracebacks(data: bytes) -> bytes:
+    """``data`` with every exception's stored traceback (``tb``) left out.
+
+    Two records of one failure differ in their tracebacks when the code moved or
+    ran from another path (a golden history replayed on another machine); what the
+    failure *is* (type, arguments, cause, notes) is the rest. A payload that cannot
+    be parsed is returned as it is (compared byte for byte).
+    """
+    if b'"tb"' not in data:
+        return data
+    try:
+        _kind, _header, body = split_payload(data)
+        tree = loads_body(body)
+    except (SerializationError, ValueError):
+        return data
+    stripped = dumps_tree(_drop_tb(tree))
+    head = data[: len(data) - len(body)]
+    return head + stripped
+
+
+def _drop_tb(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _drop_tb(v) for k, v in node.items() if not (k == "tb" and node.get("#") == "x")}
+    if isinstance(node, list):
+        return [_drop_tb(v) for v in node]
+    return node

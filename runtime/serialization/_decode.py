@@ -14,6 +14,7 @@ the registry (never imported), and every failure leaves as
 from __future__ import annotations
 
 import builtins
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ from ._errors import RevivedError, SerializationError
 from ._format import MAX_DEPTH, TAG
 from ._leaves import LEAF_DECODERS, decode_float, decode_int
 from ._registry import ClassRegistry, Registered
+from ._tracebacks import TRACEBACK_ATTRIBUTE, bound_traceback
 
 __all__ = ["Decoder", "Malformed"]
 
@@ -280,6 +282,10 @@ class Decoder:
         if "n" in node:
             notes = [dec(n, depth) for n in _list_field(node, "n")]
             value.__notes__ = notes
+        frames = node.get("tb")
+        if isinstance(frames, str):  # absent from logs written before tracebacks were kept
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(value, TRACEBACK_ATTRIBUTE, bound_traceback(frames))
         return value
 
 

@@ -24,6 +24,7 @@ from ._format import INT_LIMIT, MAX_DEPTH, TAG
 from ._leaves import ATOM_TYPES, LEAF_ENCODERS, encode_float, encode_int
 from ._refusals import describe_type, refusal
 from ._registry import ClassRegistry, Registered
+from ._tracebacks import stored_traceback
 
 __all__ = ["Encoder", "Refusal", "args_text", "is_plain"]
 
@@ -399,6 +400,9 @@ class Encoder:
         except Refusal as r:
             r.at(".__cause__" if r.culprit is cause else ".__notes__", value)
             raise
+        frames = stored_traceback(value)
+        if frames:
+            node["tb"] = frames
         return node
 
 

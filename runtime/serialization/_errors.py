@@ -37,20 +37,34 @@ class SerializationError(DurasimError, TypeError):
 
 
 class FatalError(DurasimError):
-    """Raised by a step to fail it at once, without further retries."""
+    """Raised by a step to fail it at once, without further retries.
+
+    ``FatalError("card expired")``; the message may be left out.
+    """
+
+    def __init__(self, message: str = "the step failed (FatalError)", **facts: Any) -> None:
+        super().__init__(message, **facts)
 
 
 class RetryableError(DurasimError):
     """Raised by a step to ask for a retry, optionally not before ``retry_after``.
 
+    ``RetryableError("rate limited", retry_after=30)``, ``RetryableError(retry_after=1)``,
+    ``RetryableError(retry_after=timedelta(minutes=5))`` or a point in time.
+
     Attributes:
-        retry_after: a delay or a point in time before which no retry starts, or None.
+        retry_after: seconds (int or float), a delay, or a point in time before which
+            no retry starts; None for the step's back-off.
     """
 
-    retry_after: timedelta | datetime | None
+    retry_after: timedelta | datetime | float | None
 
     def __init__(
-        self, message: str, *, retry_after: timedelta | datetime | None = None, **facts: Any
+        self,
+        message: str = "the step asked for a retry (RetryableError)",
+        *,
+        retry_after: timedelta | datetime | float | None = None,
+        **facts: Any,
     ) -> None:
         super().__init__(message, retry_after=retry_after, **facts)
 

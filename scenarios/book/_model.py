@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from durasim.runtime import Limits
-from durasim.sim import Sim
+from durasim.sim import QueueContractBroken, QueueModeUnsupported, Sim
 from durasim.worlds import Capabilities, DurasimError, World, WorldFactory, check_factory
 
 from . import _workflows
@@ -105,14 +105,18 @@ def _missing(world: World, requires: frozenset[str]) -> list[str]:
 
 
 def run_scenario(
-    scenario: Scenario, *, store: WorldFactory | None = None, seed: int = 0
+    scenario: Scenario, *, store: WorldFactory | None = None, seed: int = 0, queue: str = "sim"
 ) -> ScenarioResult:
     """Run ``scenario`` in a fresh simulation over a fresh World; its result.
 
     Args:
         scenario: the scenario.
         store: builds the World, ``make(setup: WorldSetup) -> World`` (default:
-            a :class:`~durasim.worlds.MemoryWorld`).  Called once.
+            a :class:`~durasim.worlds.MemoryWorld`).  Called once (twice when
+            the script needs the simulator's queue, see ``queue``).
+        queue: ``"world"`` drives the World's own queue (``Sim(queue="world")``); a
+            script that needs what only the simulator's queue does (dropping a
+            queued message ...) is run again with ``"sim"``.
 
     Raises:
         FactoryError: ``store`` does not take a :class:`~durasim.worlds.WorldSetup`.
@@ -123,7 +127,7 @@ def run_scenario(
         check_factory(store)
     _workflows.CALLS.clear()
     _workflows.ATTEMPTS.clear()
-    sim = Sim(store, seed=seed, limits=scenario.limits)
+    sim = Sim(store, seed=seed, limits=scenario.limits, queue=queue)
     missing = _missing(sim.store, scenario.requires)
     script: Script = scenario.script
     if missing:
@@ -133,6 +137,11 @@ def run_scenario(
 
     try:
         sim.run_sync(script)
+    except QueueModeUnsupported:
+        return run_scenario(scenario, store=store, seed=seed, queue="sim")
+    except QueueContractBroken as exc:
+        detail = f"the World's queue broke its contract ({exc.check}): {exc}"
+        return _result(scenario, sim, ok=False, detail=detail)
     except AssertionError as exc:
         return _result(scenario, sim, ok=False, detail=f"{type(exc).__name__}: {exc}")
     except Exception as exc:

@@ -29,6 +29,13 @@ if TYPE_CHECKING:
     from ._report import Case, ConformanceReport, Finding, LayerReport
     from ._run import LAYERS, default_layers, run_conformance
     from ._target import CAPABILITY_NAMES, load_factory
+    from ._vercel import (
+        Difference,
+        VercelVerdict,
+        load_profile,
+        repro_script,
+        run_vercel_conformance,
+    )
 
 __all__ = [
     "CAPABILITY_NAMES",
@@ -36,17 +43,22 @@ __all__ = [
     "LAYERS",
     "Case",
     "ConformanceReport",
+    "Difference",
     "Finding",
     "Layer",
     "LayerContext",
     "LayerReport",
+    "VercelVerdict",
     "default_layers",
     "load_factory",
+    "load_profile",
     "register_layer",
     "registered_layers",
     "report_to_json",
     "report_to_junit",
+    "repro_script",
     "run_conformance",
+    "run_vercel_conformance",
     "write_report",
 ]
 
@@ -57,19 +69,24 @@ _LAZY = {
     "CAPABILITY_NAMES": "._target",
     "Case": "._report",
     "ConformanceReport": "._report",
+    "Difference": "._vercel",
     "DEFAULT_BUDGET": "._registry",
     "Finding": "._report",
     "LAYERS": "._run",
     "Layer": "._registry",
     "LayerContext": "._registry",
     "LayerReport": "._report",
+    "VercelVerdict": "._vercel",
     "default_layers": "._run",
     "load_factory": "._target",
+    "load_profile": "._vercel",
     "register_layer": "._registry",
     "registered_layers": "._registry",
     "report_to_json": "._formats",
     "report_to_junit": "._formats",
+    "repro_script": "._vercel",
     "run_conformance": "._run",
+    "run_vercel_conformance": "._vercel",
     "write_report": "._formats",
 }
 

@@ -28,7 +28,14 @@ from . import _plugin, suite
 from ._registry import Layer, LayerContext, register_layer
 from ._report import Case, Finding, LayerReport
 
-__all__ = ["RUNTIME_NEEDS", "book_layer", "contract_layer", "first_lines", "stopped"]
+__all__ = [
+    "RUNTIME_NEEDS",
+    "book_layer",
+    "contract_layer",
+    "first_lines",
+    "queue_mode",
+    "stopped",
+]
 
 #: What the runtime (hence the book and exploration) needs of a World.
 RUNTIME_NEEDS = ("in_band_fence", "batch", "conditional_writes", "strict_lifecycles")
@@ -71,6 +78,11 @@ class _Provider:
             self.outcomes[nodeid] = ("skipped", str(reason))
         elif nodeid not in self.outcomes or previous[0] == "passed":
             self.outcomes[nodeid] = previous
+
+
+def queue_mode(context: LayerContext) -> str:
+    """``"world"`` when the World declares a queue (the runtime drives it), else ``"sim"``."""
+    return "sim" if context.lacks(("queue",)) else "world"
 
 
 def stopped(layer: str, name: str, exc: BaseException) -> Finding:
@@ -178,6 +190,7 @@ def book_layer(context: LayerContext) -> LayerReport:
     except ImportError:
         return LayerReport(name="book", not_applicable="durasim.scenarios.book is not installed")
     only, seed, rerun = context.only, context.seed, context.rerun
+    queue = queue_mode(context)
     started = time.perf_counter()
     passed = known = 0
     skipped: Counter[str] = Counter()
@@ -192,7 +205,7 @@ def book_layer(context: LayerContext) -> LayerReport:
             cases.append(Case(name=scenario.name, outcome="not applicable", detail=missing[0]))
             continue
         try:
-            result = run_scenario(scenario, store=context.factory, seed=seed)
+            result = run_scenario(scenario, store=context.factory, seed=seed, queue=queue)
         except Exception as exc:  # the World's error is this scenario's failure
             failed.append(stopped("book", scenario.name, exc))
             cases.append(Case(name=scenario.name, outcome="failed"))
@@ -227,7 +240,7 @@ def book_layer(context: LayerContext) -> LayerReport:
         skipped=tuple(sorted(skipped.items())),
         known_red=known,
         seconds=time.perf_counter() - started,
-        note=f"{len(BOOK)} scenarios",
+        note=f"{len(BOOK)} scenarios, {queue}'s queue",
         cases=tuple(cases),
     )
 

@@ -16,7 +16,7 @@ import hypothesis
 
 from durasim.checkers import WorldModelFailure, run_world_model
 
-from ._layers import RUNTIME_NEEDS, first_lines, stopped
+from ._layers import RUNTIME_NEEDS, first_lines, queue_mode, stopped
 from ._registry import Layer, LayerContext, register_layer
 from ._report import Case, Finding, LayerReport
 from .examples import EXAMPLES
@@ -111,6 +111,7 @@ def explore_layer(context: LayerContext) -> LayerReport:
             name="explore", not_applicable="durasim.scenarios explore() is not installed"
         )
     started = time.perf_counter()
+    queue = queue_mode(context)
     max_examples, max_seconds = _bounds(context)
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     chosen = [
@@ -136,6 +137,7 @@ def explore_layer(context: LayerContext) -> LayerReport:
                 max_examples=max_examples,
                 max_seconds=share,
                 seed=context.seed,
+                queue=queue,
             )
         except Exception as exc:  # the World's error is this check's failure
             failed.append(stopped("explore", name, exc))
@@ -165,7 +167,8 @@ def explore_layer(context: LayerContext) -> LayerReport:
         passed=passed,
         failed=tuple(failed),
         seconds=seconds,
-        note=f"{len(chosen)} workflows, {_ran(examples, seconds, spent=spent, budget=max_seconds)}",
+        note=f"{len(chosen)} workflows, {queue}'s queue, "
+        + _ran(examples, seconds, spent=spent, budget=max_seconds),
         examples=examples,
         budget_spent=spent,
         cases=tuple(cases),

@@ -100,7 +100,7 @@ def test_worker_serves_until_sigterm(tmp_path: Path) -> None:
     assert "serving" in worker.stderr.readline()
     # The worker logs each delivery; read until the run is reported finished.
     for line in worker.stderr:
-        if line.strip() == "durasim worker: run sq finished":
+        if line.strip() == "durasim worker: run sq completed":
             break
     reader = textwrap.dedent(
         f"""

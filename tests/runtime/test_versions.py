@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,8 +19,14 @@ from wf_pinned import pinned
 from wf_versions import versioned
 
 from durasim.checkers import migrate_run
-from durasim.runtime import DeploymentError, Worker, get_run, start
-from durasim.runtime.lowlevel import DEPLOYMENT_ENV, deployment_of, enqueue_wake, find_workflow
+from durasim.runtime import Worker, get_run, start
+from durasim.runtime.lowlevel import (
+    DEPLOYMENT_ENV,
+    DeploymentError,
+    deployment_of,
+    enqueue_wake,
+    find_workflow,
+)
 from durasim.scenarios import main
 from durasim.worlds import FixedClock, RunStatus, SQLiteWorld, World
 
@@ -143,7 +150,7 @@ def test_worker_processes_of_two_versions(
     assert asyncio.run(status()) == (RunStatus.PENDING, None)
     a = _worker([], url, tmp_path, {**env, DEPLOYMENT_ENV: "A"})
     try:
-        _read_until(a, "run two-versions finished")
+        _read_until(a, "run two-versions completed")
     finally:
         _stop(a)
     assert asyncio.run(status()) == (RunStatus.COMPLETED, 10)
@@ -172,10 +179,17 @@ def _worker(extra: list[str], url: str, cwd: Path, env: dict[str, str]) -> subpr
 def _read_until(process: subprocess.Popen[str], text: str) -> None:
     assert process.stderr is not None
     seen = []
-    for line in process.stderr:  # the worker's own progress lines, no wall-clock wait
-        seen.append(line)
-        if text in line:
-            return
+    # The worker's own progress lines, no wall-clock wait; a worker that never says
+    # ``text`` is killed by the guard (a hang would otherwise stall the suite).
+    guard = threading.Timer(120, process.kill)
+    guard.start()
+    try:
+        for line in process.stderr:
+            seen.append(line)
+            if text in line:
+                return
+    finally:
+        guard.cancel()
     raise AssertionError(f"the worker ended without saying {text!r}: {''.join(seen)}")
 
 

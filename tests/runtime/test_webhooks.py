@@ -129,7 +129,7 @@ def announce(url_path: str) -> None:
 
 @workflow
 async def receive_one() -> dict[str, Any]:
-    webhook = create_webhook(metadata={"purpose": "test"})
+    webhook = create_webhook(metadata={"purpose": "test"}, methods=("POST", "put"))
     await announce(webhook.url_path)
     request = await webhook
     return {
@@ -277,7 +277,7 @@ async def test_unknown_tokens_plain_hooks_and_other_paths_answer_404(world: Worl
 
 @workflow
 async def never_answers() -> str:
-    webhook = create_webhook(respond="manual")
+    webhook = create_webhook(respond="manual", methods=("POST", "PATCH"))
     await announce(webhook.url_path)
     request = await webhook
     return request.method
@@ -359,3 +359,187 @@ def test_create_webhook_is_for_workflow_code() -> None:
     with pytest.raises(HookNotFoundError, match="outside workflow code"):
         create_webhook()
     assert Webhook.__name__ == "Webhook"
+
+
+# -- hostile and careless callers -----------------------------------------------------
+
+
+@workflow
+async def receive_posts(count: int) -> list[str]:
+    webhook = create_webhook()  # POST only
+    await announce(webhook.url_path)
+    bodies = []
+    async for request in webhook:
+        bodies.append(request.text())
+        if len(bodies) == count:
+            return bodies
+    return bodies
+
+
+async def test_only_the_methods_a_webhook_allows_reach_it(world: World) -> None:
+    run = await start(receive_posts, 1, world=world)
+    async with serving(world) as client:
+        url = await announced(run)
+        for method in ("GET", "HEAD", "OPTIONS", "PUT", "PATCH", "DELETE", "BREW"):
+            response = await client.request(method, url, content=b"scan")
+            assert response.status_code == 405, method
+            assert response.headers["allow"] == "POST"
+            if method != "HEAD":
+                assert "accepts POST; nothing was written" in response.json()["error"]
+        assert await received(run) == []
+        assert (await client.post(url, content=b"real")).status_code == 202
+        assert await ended(run) == ["real"]
+    [event] = await received(run)
+    assert deserialize(event.data["payload"]).method == "POST"
+
+
+async def test_allowed_methods_are_checked_where_the_webhook_is_made(world: World) -> None:
+    run = await start(receive_one, world=world)  # POST and PUT
+    async with serving(world) as client:
+        url = await announced(run)
+        refused = await client.get(url)
+        assert refused.status_code == 405
+        assert refused.headers["allow"] == "POST, PUT"
+        assert (await client.put(url, json={"order": 1})).status_code == 202
+        assert (await ended(run))["method"] == "PUT"
+
+
+@workflow
+async def bad_methods(which: str) -> str:
+    try:
+        create_webhook(methods={"string": "POST", "empty": (), "space": ("GE T",)}[which])
+    except (TypeError, ValueError) as exc:
+        return type(exc).__name__ + ": " + str(exc)
+    return "accepted"
+
+
+@pytest.mark.parametrize(
+    ("which", "message"),
+    [
+        ("string", "TypeError: create_webhook(methods='POST'): pass a sequence"),
+        ("empty", "ValueError: create_webhook(methods=()) allows no method"),
+        ("space", "ValueError: create_webhook(methods=...): 'GE T' is not an HTTP method"),
+    ],
+)
+async def test_create_webhook_refuses_bad_methods_at_the_call(
+    world: World, which: str, message: str
+) -> None:
+    run = await start(bad_methods, which, world=world)
+    await Worker(world).drain()
+    assert (await run.result()).startswith(message)
+
+
+async def test_a_reused_idempotency_key_with_another_body_is_refused(world: World) -> None:
+    run = await start(receive_posts, 2, world=world)
+    async with serving(world) as client:
+        url = await announced(run)
+        first = await client.post(url, content=b"first", headers={"Idempotency-Key": "k1"})
+        assert first.status_code == 202
+        for method, body, query in (("POST", b"second", ""), ("POST", b"first", "?x=1")):
+            reused = await client.request(
+                method, url + query, content=body, headers={"Idempotency-Key": "k1"}
+            )
+            assert reused.status_code == 409
+            assert "nothing was written" in reused.json()["error"]
+            assert reused.json()["request_id"] == first.json()["request_id"]
+        assert len(await received(run)) == 1
+        same = await client.post(url, content=b"first", headers={"Idempotency-Key": "k1"})
+        assert (same.status_code, same.json()) == (202, first.json())
+        assert len(await received(run)) == 1
+        other = await client.post(url, content=b"second", headers={"Idempotency-Key": "k2"})
+        assert other.status_code == 202
+        assert await ended(run) == ["first", "second"]
+
+
+async def test_a_retry_after_the_run_ended_gets_the_original_answer(world: World) -> None:
+    accepted = await start(receive_posts, 1, world=world)
+    manual = await start(echo, 1, world=world)
+    async with serving(world) as client:
+        url = await announced(accepted)
+        first = await client.post(url, content=b"once", headers={"Idempotency-Key": "k"})
+        assert first.status_code == 202
+        assert await ended(accepted) == ["once"]
+        retry = await client.post(url, content=b"once", headers={"Idempotency-Key": "k"})
+        assert (retry.status_code, retry.json()) == (202, first.json())
+        other = await client.post(url, content=b"twice", headers={"Idempotency-Key": "k"})
+        assert other.status_code == 409
+        fresh = await client.post(url, content=b"once", headers={"Idempotency-Key": "new"})
+        assert fresh.status_code == 404  # a new request to an ended run is refused
+        assert (await client.post(url, content=b"once")).status_code == 404
+
+        url = await announced(manual)
+        headers = {"Idempotency-Key": "m", "X-Echo": "e"}
+        answered = await client.post(url, content=b"ada", headers=headers)
+        assert (answered.status_code, answered.text) == (201, "hello ada")
+        assert await ended(manual) == [True, False]
+        again = await client.post(url, content=b"ada", headers=headers)
+        assert (again.status_code, again.text) == (201, "hello ada")
+        assert again.headers["x-echo"] == "e"
+    assert len(await received(accepted)) == len(await received(manual)) == 1
+
+
+MALFORMED = [
+    "/webhooks/%00",
+    "/webhooks/a%00b",
+    "/webhooks/%ff",
+    "/webhooks/%c3%28",
+    "/webhooks/%ed%a0%80",  # a UTF-16 surrogate, encoded
+    "/webhooks/%f4%90%80%80",  # past U+10FFFF
+    "/webhooks/%e2%82",  # truncated
+    "/webhooks/%",
+    "/webhooks/%zz",
+    "/webhooks/%2e%2e",
+    "/webhooks/" + "t" * 6000,
+    "/webhooks/%e2%80%8b",  # a zero-width space
+    "/webhooks//",
+]
+
+
+async def test_nul_and_malformed_tokens_answer_404(world: World) -> None:
+    run = await start(receive_posts, 1, world=world)
+    async with serving(world) as client:
+        await announced(run)
+        for path in MALFORMED:
+            keys: list[dict[str, Any]] = [
+                {},
+                {"Idempotency-Key": "k"},
+                {"Idempotency-Key": b"\xff"},
+            ]
+            for headers in keys:
+                response = await client.post(path, content=b"x", headers=headers)
+                assert response.status_code == 404, (path, response.text)
+                assert "error" in response.json()
+    assert await received(run) == []
+
+
+async def _raw(base: str, request: bytes, *, then: bytes | None = None) -> bytes:
+    """Send ``request`` over a plain socket, stall, and read the whole answer."""
+    host, port = base.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(request)
+        await writer.drain()
+        return await asyncio.wait_for(reader.read(), DEADLINE)
+    finally:
+        writer.close()
+
+
+async def test_a_body_that_does_not_arrive_in_time_gets_408(world: World) -> None:
+    run = await start(receive_posts, 1, world=world)
+    stop = asyncio.Event()
+    worker = asyncio.create_task(Worker(world).serve(stop=stop, poll=0.01))
+    try:
+        url = await announced(run)
+        app = webhook_app(world, body_timeout=0.3)
+        async with http_server(app) as base:
+            head = (
+                f"POST {url} HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n".encode()
+                + b"only part of it"
+            )
+            answer = await _raw(base, head)
+        assert answer.startswith(b"HTTP/1.1 408 ")
+        assert b"did not arrive within 0.3 s; nothing was written" in answer
+        assert await received(run) == []
+    finally:
+        stop.set()
+        await worker

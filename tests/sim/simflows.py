@@ -129,3 +129,19 @@ async def two_steps() -> list[str]:
     a = await charge(1)
     b = await charge(2)
     return [a, b]
+
+
+@step(module="simtests")
+async def flaky_fraction() -> int:
+    """Fails its first attempt, asking for a retry 0.25 s later."""
+    from durasim.runtime import RetryableError
+
+    meta = get_step_metadata()
+    if meta.attempt == 1:
+        raise RetryableError("not yet", retry_after=timedelta(seconds=0.25))
+    return meta.attempt
+
+
+@workflow(module="simtests")
+async def retry_fractional() -> int:
+    return await flaky_fraction()

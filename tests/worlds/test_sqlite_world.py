@@ -226,3 +226,21 @@ async def test_a_failed_write_commits_nothing_and_the_next_one_works(tmp_path: P
     assert ok.event.seq == 3
     world._check()
     await world.close()
+
+
+async def test_a_world_made_before_the_token_index_gets_it_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "w.db"
+    await SQLiteWorld(path).close()
+    db = sqlite3.connect(path)
+    db.execute("DROP INDEX hooks_token")
+    db.commit()
+    db.close()
+    world = SQLiteWorld(path)
+    try:
+        found = world._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        assert found == ("1",)
+        assert world._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'hooks_token'"
+        ).fetchone() == (1,)
+    finally:
+        await world.close()

@@ -1,0 +1,165 @@
+"""The Vercel bridge: durasim conformance --vercel over real Vercel World packages (npm).
+
+The packages are pinned and installed once into the cache (``.ci/run`` does it first).
+Without the npm registry (and no cached copy) these tests skip with the reason, except in
+CI, where they fail.  world-postgres runs on the PostgreSQL of ``DURASIM_PG_DSN``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+from datetime import timedelta
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from durasim.scenarios._cli import main
+from durasim.scenarios.conformance import run_vercel_conformance
+from durasim.worlds import (
+    CountingIds,
+    EventRequest,
+    FactoryError,
+    FixedClock,
+    InstalledPackage,
+    NotExpressible,
+    RunExpired,
+    VercelFactory,
+    WorldSetup,
+    install_vercel_package,
+    vercel_factory,
+)
+
+WORLD_LOCAL = "@workflow/world-local@4.4.1"
+WORLD_POSTGRES = "@workflow/world-postgres@4.3.7"
+PLANTED = Path(__file__).with_name("fake-world")
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not on PATH")
+
+
+def _installed(spec: str) -> InstalledPackage:
+    try:
+        return install_vercel_package(spec)
+    except FactoryError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"{spec} is not cached and the npm registry is unreachable: {exc}")
+
+
+def _setup(tmp_path: Path, clock: FixedClock) -> WorldSetup:
+    return WorldSetup(clock=clock, ids=CountingIds(), directory=tmp_path)
+
+
+def test_without_node_the_command_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(["conformance", "--vercel", WORLD_LOCAL]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "Node.js" in err[0]
+    assert "install" in err[0]
+
+
+def test_bytes_dates_and_the_virtual_clock_cross_the_bridge(tmp_path: Path) -> None:
+    _installed(WORLD_LOCAL)
+    clock = FixedClock()
+    factory = vercel_factory(WORLD_LOCAL)
+    world = factory(_setup(tmp_path, clock))
+
+    async def scenario() -> None:
+        payload = bytes(range(256))
+        created = await world.events.create(
+            "r1", EventRequest.of("run_created", workflow_name="wf", input=payload)
+        )
+        assert created.run.run_id == "r1"
+        assert created.run.input == payload
+        assert created.event is not None
+        assert created.event.created_at == clock.now()
+        clock.advance(90)
+        started = await world.events.create("r1", EventRequest.of("run_started"))
+        assert started.event is not None
+        assert started.event.seq == 2
+        assert started.event.created_at == clock.now()
+        done = await world.events.create("r1", EventRequest.of("run_completed", output=b"\0ok"))
+        assert done.run.output == b"\0ok"
+        with pytest.raises(RunExpired):
+            await world.events.create("r1", EventRequest.of("run_started"))
+        with pytest.raises(NotExpressible):
+            await world.events.create(
+                "r1", EventRequest.of("run_started"), in_band=True, expected_seq_in_band=1
+            )
+        page = await world.events.list("r1")
+        assert [e.seq for e in page.events] == [1, 2, 3]
+        assert page.events[2].created_at - page.events[0].created_at == timedelta(seconds=90)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        asyncio.run(world.close())
+        factory.close()
+
+
+def test_a_planted_violation_is_reported_with_a_plain_node_reproduction(tmp_path: Path) -> None:
+    local = _installed(WORLD_LOCAL)
+    entry = local.directory / "node_modules" / "@workflow" / "world-local" / "dist" / "index.js"
+    factory = VercelFactory(str(PLANTED), config={"innerEntry": entry.as_uri()})
+    verdict = run_vercel_conformance(
+        factory, layers=["contract"], only="test_terminal_run_cannot_start_again"
+    )
+    names = [f.name for f in verdict.violations]
+    assert names, verdict.render()
+    assert all("test_terminal_run_cannot_start_again" in name for name in names)
+    assert verdict.line.startswith(f"{len(names)} violations, ")
+    written = verdict.write_repros(tmp_path / "repro")
+    assert written
+    script = written[0].read_text()
+    assert "import(" in script
+    assert "events.create" in script
+
+
+def _verdict_over(factory: VercelFactory, tmp_path: Path) -> None:
+    verdict = run_vercel_conformance(factory, layers=["contract", "concurrency"], examples=5)
+    text = verdict.render()
+    (tmp_path / "verdict.txt").write_text(text)
+    layers = {layer.name: layer for layer in verdict.report.layers}
+    assert layers["contract"].passed > 0, text
+    assert not layers["contract"].not_run
+    assert layers["concurrency"].status != "not run", text
+    # Every failure is a violation or a documented difference; the stale list is empty.
+    failures = sum(len(layer.failed) for layer in verdict.report.layers)
+    assert failures == len(verdict.violations) + len(verdict.differences)
+    assert not verdict.stale, text
+
+
+def test_world_local_contract_and_concurrency(tmp_path: Path) -> None:
+    _installed(WORLD_LOCAL)
+    _verdict_over(vercel_factory(WORLD_LOCAL), tmp_path)
+
+
+def test_world_postgres_contract_and_concurrency(tmp_path: Path) -> None:
+    dsn = os.environ.get("DURASIM_PG_DSN")
+    if not dsn:
+        if os.environ.get("DURASIM_REQUIRE_PG"):
+            pytest.fail("DURASIM_REQUIRE_PG is set but DURASIM_PG_DSN is not")
+        pytest.skip("DURASIM_PG_DSN is not set (postgresql://postgres@127.0.0.1:5432/test)")
+    _installed(WORLD_POSTGRES)
+    _verdict_over(vercel_factory(WORLD_POSTGRES, database_url=dsn), tmp_path)
+
+
+def test_the_host_exits_when_its_parent_goes(tmp_path: Path) -> None:
+    package = _installed(WORLD_LOCAL)
+    host_script = resources.files("durasim.worlds") / "vercel_host.mjs"
+    node = shutil.which("node")
+    assert node is not None
+    done = subprocess.run(
+        [node, str(host_script), str(package.directory), package.name],
+        input=b"",
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0
