@@ -9,6 +9,10 @@ Run: ``.venv/bin/python bench/bench_explore.py [--examples N] [--memory N]``.
   (``--rounds`` of each, one after the other), each figure the median;
 * memory: RSS after the first 100 examples and after ``--memory`` examples
   (default 10,000) of one exploration; the target is an end within 1.5x;
+* the floor: Hypothesis's own stateful engine running a 10-rule machine that does
+  nothing but add (``RuleBasedStateMachine``, ``stateful_step_count=10``, no
+  database, no deadline), the same number of examples, in the same rounds; issue 22
+  asks ``explore()`` with all its verdicts for at least 2x this floor (and 300/s);
 * scaling: the same examples split into 2 shards in 2 processes (what
   ``@explores(shards=2)`` under ``pytest -n 2`` does), wall time vs 1 process.
 """
@@ -20,6 +24,10 @@ import multiprocessing
 import statistics
 import time
 from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
 from durasim.runtime import step, workflow
 from durasim.scenarios import ExploreStats, explore
@@ -52,6 +60,35 @@ def throughput(examples: int, seed: int = 1, **options: Any) -> tuple[float, Exp
     result = explore(ten_steps, max_examples=examples, seed=seed, faults=FAULT_KINDS, **options)
     assert result.ok, result.render()
     return result.stats.examples_per_second, result.stats
+
+
+class _TenAdds(RuleBasedStateMachine):
+    """Hypothesis's stateful floor: ten rule calls per example, each an addition."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    @rule(i=st.integers(min_value=0, max_value=9))
+    def add(self, i: int) -> None:
+        self.total = self.total + i
+
+
+def hypothesis_floor(examples: int) -> float:
+    """Examples/s of Hypothesis's stateful engine alone on :class:`_TenAdds`."""
+    began = time.perf_counter()
+    run_state_machine_as_test(
+        _TenAdds,
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=10,
+            database=None,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+    return examples / (time.perf_counter() - began)
 
 
 def memory(examples: int) -> tuple[float, float]:
@@ -105,7 +142,8 @@ def main() -> None:
             "fresh_process": False,
         },
     }
-    figures: dict[str, list[float]] = {name: [] for name in variants}
+    floor = "Hypothesis stateful floor (10 rule calls, nothing else)"
+    figures: dict[str, list[float]] = {name: [] for name in [*variants, floor]}
     stats = ExploreStats()
     throughput(50, seed=0)  # warm up: imports, Hypothesis, the replay server
     for round_ in range(options.rounds):
@@ -114,11 +152,22 @@ def main() -> None:
             # it has judged, so a round must not repeat an earlier round's examples.
             rate, stats = throughput(options.examples, seed=10 + round_, **extra)
             figures[name].append(rate)
+        figures[floor].append(hypothesis_floor(options.examples))
     print(f"explore() on a 10-step workflow, all fault kinds (swarm), {options.examples} examples,")
     print(f"{options.rounds} rounds in turns (median; all figures):")
     for name, rates in figures.items():
         listed = ", ".join(f"{r:.0f}" for r in rates)
         print(f"  {statistics.median(rates):.0f} examples/s  {name}  ({listed})")
+    full = next(iter(variants))
+    ratios = [a / b for a, b in zip(figures[full], figures[floor], strict=True)]
+    rate = statistics.median(figures[full])
+    ratio = statistics.median(ratios)
+    print(
+        f"issue 22 target: explore() with all its verdicts {rate:.0f} examples/s (goal 300: "
+        f"{'met' if rate >= 300 else 'NOT met'}); vs the Hypothesis floor, median per-round "
+        f"ratio {ratio:.2f} (goal 2.0: {'met' if ratio >= 2 else 'NOT met'}; "
+        f"{', '.join(f'{r:.2f}' for r in ratios)})"
+    )
     print(f"  {stats.interleavings} distinct interleavings; faults: {dict(stats.faults)}")
     one, two = scaling(options.examples)
     print(

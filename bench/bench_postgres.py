@@ -393,13 +393,28 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     results["machine"]["loadavg_after"] = os.getloadavg()
+    ours = results["durasim"]["one_run"]["steps_per_s"]
+    floor = statistics.median([results["bare_before"], results["bare_after"]])
+    results["ratio_vs_bare"] = ours / floor
+    print(
+        f"issue 22 target: 1 worker {ours:.0f} steps/s vs bare INSERT+COMMIT {floor:.0f}/s "
+        f"(median of before and after) = {ours / floor:.2f} (goal 0.8: "
+        f"{'met' if ours / floor >= 0.8 else 'NOT met'})",
+        flush=True,
+    )
     theirs = results["dbos"].get("results", [{}])[0].get("steps_per_s")
     if theirs:
-        ours = results["durasim"]["one_run"]["steps_per_s"]
         results["ratio_vs_dbos"] = {
             "1 worker, 1 run": ours / theirs,
             "1 worker, 4 runs": results["durasim"]["workers_1"]["steps_per_s"] / theirs,
         }
+        print(
+            f"issue 22 target: vs DBOS on the same server {ours / theirs:.2f}x (goal 5: "
+            f"{'met' if ours / theirs >= 5 else 'NOT met'})",
+            flush=True,
+        )
+    else:
+        print("issue 22 target: vs DBOS not measured (no --peers-python)", flush=True)
     return results
 
 

@@ -224,11 +224,11 @@ def cpu_model() -> str:
     return platform.processor()
 
 
-def bare_commits(directory: Path, commits: int = 300) -> float:
-    """Commits/s of a bare WAL + synchronous=FULL INSERT+COMMIT loop (the disk, right now)."""
+def bare_commits(directory: Path, commits: int = 300, synchronous: str = "FULL") -> float:
+    """Commits/s of a bare WAL + ``synchronous`` INSERT+COMMIT loop (the disk, right now)."""
     db = sqlite3.connect(directory / f"bare-{time.monotonic_ns()}.db", isolation_level=None)
     db.execute("PRAGMA journal_mode = WAL")
-    db.execute("PRAGMA synchronous = FULL")
+    db.execute(f"PRAGMA synchronous = {synchronous}")
     db.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, body BLOB)")
     begin = time.perf_counter()
     for k in range(commits):
@@ -613,6 +613,107 @@ async def profile(directory: Path, kind: str, n: int) -> None:
     stats.sort_stats("cumulative").print_stats(30)
 
 
+# -- issue 22 targets, each beside its floor or peer, in turns --------------------------------
+
+
+async def _steps_per_s(kind: str, directory: Path, wf: Any, n: int) -> tuple[float, float]:
+    """Wall steps/s and process-CPU microseconds per step of one ``wf(n)`` on ``kind``."""
+    cpu = time.process_time()
+    elapsed, _ = await timed(kind, directory, wf, n, limits=BIG)
+    return n / elapsed, (time.process_time() - cpu) / n * 1e6
+
+
+async def targets(python: Path | None, rounds: int, n: int) -> dict[str, Any]:
+    """Issue 22's runtime targets, each with its floor or peer measured in the same round.
+
+    Every round measures, one after the other in the same minute: the bare WAL+FULL
+    commit loop, durasim on SQLite ``power`` (every commit fsynced, default
+    options), the bare WAL+NORMAL loop, durasim on SQLite ``process``, durasim on
+    MemoryWorld with the default sync step and with an async step (at 100 and
+    ``n`` steps: flatness), and DBOS on SQLite if ``--peers-python`` exists.  The
+    ratio of each round is taken, and the median of those ratios is reported (the
+    VM's disk and CPU drift within minutes; a ratio inside one round does not).
+    """
+    directory = Path(tempfile.mkdtemp(prefix="durasim-bench-targets-"))
+    have_peer = python is not None  # the caller passes None when it does not exist
+    per: dict[str, list[float]] = {}
+
+    def note(key: str, value: float) -> None:
+        per.setdefault(key, []).append(value)
+
+    for index in range(rounds):
+        note("floor_full", bare_commits(directory, 300, "FULL"))
+        note("power", (await _steps_per_s("power", directory, sequential, n))[0])
+        note("floor_normal", bare_commits(directory, 3000, "NORMAL"))
+        note("process", (await _steps_per_s("process", directory, sequential, n))[0])
+        for label, wf in (("memory_sync", sequential), ("memory_async", sequential_async)):
+            for size in (100, n):
+                rate, cpu_us = await _steps_per_s("memory", directory, wf, size)
+                note(f"{label}/{size}", rate)
+                note(f"{label}/{size} cpu_us", cpu_us)
+        if have_peer:
+            theirs = peer(python, "dbos_steps.py", ["--n", str(n), "--repeat", "1"])
+            if "results" in theirs:
+                note("dbos", float(theirs["results"][0]["steps_per_s"]))
+        note("power/floor_full", per["power"][-1] / per["floor_full"][-1])
+        note("process/floor_normal", per["process"][-1] / per["floor_normal"][-1])
+        if "dbos" in per and len(per["dbos"]) == index + 1:
+            note("power/dbos", per["power"][-1] / per["dbos"][-1])
+        print(f"  round {index + 1}: " + ", ".join(f"{k} {v[-1]:.3g}" for k, v in per.items()))
+    med = {key: median(values) for key, values in per.items()}
+    rows = [
+        ("SQLite fsynced (power), steps/s", "power", "floor_full", "power/floor_full", 0.7),
+        ("SQLite fsynced vs DBOS 3.4 (SQLite)", "power", "dbos", "power/dbos", 8.0),
+        ("SQLite process, steps/s", "process", "floor_normal", "process/floor_normal", 0.4),
+    ]
+    print(f"issue 22 targets, {rounds} rounds in turns, n={n}, medians (ratios: median per round):")
+    print(f"  {'target':40} {'durasim':>10} {'floor/peer':>11} {'ratio':>7} {'goal':>6}  met")
+    table: list[dict[str, Any]] = []
+    for title, ours, theirs, ratio, goal in rows:
+        if ratio not in med:
+            print(f"  {title:40} {med[ours]:10.0f} {'not run':>11}   (no {theirs}: --peers-python)")
+            table.append({"target": title, "measured": med[ours], "ratio": None, "goal": goal})
+            continue
+        met = med[ratio] >= goal
+        print(
+            f"  {title:40} {med[ours]:10.0f} {med[theirs]:11.0f} {med[ratio]:7.2f} {goal:6.1f}"
+            f"  {'yes' if met else 'NO'}"
+        )
+        table.append(
+            {
+                "target": title,
+                "measured": med[ours],
+                "floor": med[theirs],
+                "ratio": med[ratio],
+                "goal": goal,
+                "met": met,
+            }
+        )
+    process_met = med["process"] >= 10_000
+    print(
+        f"  {'SQLite process >= 10,000 steps/s':40} {med['process']:10.0f} {'':>11} {'':>7}"
+        f" {'':>6}  {'yes' if process_met else 'NO'}"
+    )
+    for label in ("memory_sync", "memory_async"):
+        for size in (100, n):
+            rate, cpu_us = med[f"{label}/{size}"], med[f"{label}/{size} cpu_us"]
+            met = rate >= 25_000
+            print(
+                f"  {label + f' n={size}, steps/s (CPU us/step)':40} {rate:10.0f}"
+                f" {f'({cpu_us:.0f} us)':>11} {'':>7} {25_000:6}  {'yes' if met else 'NO'}"
+            )
+            table.append(
+                {
+                    "target": f"{label}/{size}",
+                    "measured": rate,
+                    "cpu_us": cpu_us,
+                    "goal": 25_000,
+                    "met": met,
+                }
+            )
+    return {"rounds": rounds, "n": n, "per_round": per, "medians": med, "table": table}
+
+
 # -- main ----------------------------------------------------------------------------------------
 
 
@@ -731,6 +832,9 @@ if __name__ == "__main__":
         "--alternate", type=int, metavar="ROUNDS", help="only durasim power vs DBOS, in turns"
     )
     parser.add_argument(
+        "--targets", type=int, metavar="ROUNDS", help="only issue 22's targets beside their floors"
+    )
+    parser.add_argument(
         "--leak-fresh", type=int, metavar="N", help="only N back-to-back fresh Worker+World runs"
     )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
@@ -746,6 +850,12 @@ if __name__ == "__main__":
         sys.exit(0)
     if arguments.leak_fresh:
         print(json.dumps(asyncio.run(leak_fresh(arguments.leak_fresh))))
+        sys.exit(0)
+    if arguments.targets:
+        peers = arguments.peers_python if arguments.peers_python.exists() else None
+        figures = asyncio.run(targets(peers, arguments.targets, arguments.n))
+        if arguments.json:
+            arguments.json.write_text(json.dumps(figures, indent=1, default=str))
         sys.exit(0)
     if arguments.alternate:
         print(json.dumps(asyncio.run(alternate(arguments.peers_python, arguments.alternate))))

@@ -23,13 +23,13 @@ from durasim.worlds import (
     EntityConflict,
     Event,
     EventRequest,
-    EventType,
     Payload,
     StaleView,
     World,
 )
 
 from ._errors import ReplayDivergence
+from ._event_types import T
 from ._metadata import STEP_WORLD, WorkflowMetadata
 from ._replay import (
     BATCHABLE,
@@ -59,7 +59,6 @@ __all__ = ["RunDelivery"]
 
 log = logging.getLogger("durasim.runtime")
 
-T = EventType
 #: The statuses as module globals: an enum member read through its class is slow.
 _FINISHED = DeliveryStatus.FINISHED
 _SUSPENDED = DeliveryStatus.SUSPENDED

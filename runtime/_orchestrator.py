@@ -37,13 +37,13 @@ from durasim.worlds import (
     CorruptedLog,
     Event,
     EventRequest,
-    EventType,
     World,
 )
 
 from ._authoring import find_workflow
 from ._delivery import RunDelivery
 from ._errors import ReplayDivergence
+from ._event_types import T
 from ._metadata import WorkflowMetadata
 from ._replay import Replay
 from ._settlement import DeliveryStatus
@@ -59,7 +59,6 @@ __all__ = ["DeliveryReport", "Limits", "load_log", "run_delivery"]
 
 log = logging.getLogger("durasim.runtime")
 
-T = EventType
 #: The statuses as module globals: an enum member read through its class is slow.
 _FINISHED = DeliveryStatus.FINISHED
 _RETRY = DeliveryStatus.RETRY

@@ -41,11 +41,11 @@ from typing import Any
 
 from durasim.worlds import Event, EventType
 
+from ._event_types import T
 from .serialization import PREFIX, ClassRegistry, FrozenValues, SerializationError, deserialize
 
 __all__ = ["RUN_INPUT_RECORD", "LogRecords", "RunPayloads", "decode_payload", "refers_to_records"]
 
-T = EventType
 
 #: The payload field of each event whose payload is a record ``@<seq>``.
 _RECORD_FIELDS: dict[EventType, str] = {

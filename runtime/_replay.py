@@ -36,6 +36,7 @@ from ._authoring import STEP_CALLER, StepDef, WorkflowDef
 from ._compare import first_difference, short
 from ._determinism import RunDeterminism, wall_perf_counter
 from ._errors import ReplayDivergence
+from ._event_types import T
 from ._hooks import HookConflict, HookState, new_token
 from ._loop import WorkflowLoop
 from ._metadata import WORKFLOW_METADATA, WorkflowMetadata
@@ -58,8 +59,6 @@ __all__ = [
     "WaitCommand",
     "WaitState",
 ]
-
-T = EventType
 
 
 @attrs.define(eq=False)
@@ -244,11 +243,9 @@ class Replay:
                 self.horizon = event.seq
             if event.type is T.ATTR_SET and (event.correlation_id or "").startswith(PATCH_PREFIX):
                 self._recorded_patches.add((event.correlation_id or "")[len(PATCH_PREFIX) :])
-            if event.type in (T.HOOK_CREATED, T.HOOK_CONFLICT) and event.correlation_id:
+            if event.type in _HOOK_BIRTHS and event.correlation_id:
                 self._recorded_tokens[event.correlation_id] = event.data["token"]
-            if event.type in (T.HOOK_CREATED, T.HOOK_CONFLICT, T.WAIT_CREATED) and (
-                _LEGACY_ID.fullmatch(event.correlation_id or "")
-            ):
+            if event.type in _NUMBERED and (_LEGACY_ID.fullmatch(event.correlation_id or "")):
                 # Written by a runtime that numbered hooks and timers per run:
                 # keep numbering them that way, so the run replays as it was.
                 self._legacy_ids = True
@@ -857,6 +854,8 @@ def _step_name(event: Event) -> str:
 
 #: Events that say nothing about how far the workflow went (see Replay.horizon).
 _NOT_PROGRESS = frozenset({T.RUN_CREATED, T.RUN_STARTED})
+_HOOK_BIRTHS = frozenset({T.HOOK_CREATED, T.HOOK_CONFLICT})
+_NUMBERED = frozenset({T.HOOK_CREATED, T.HOOK_CONFLICT, T.WAIT_CREATED})
 
 _HANDLERS: dict[EventType, Callable[[Replay, Event], None]] = {
     T.RUN_CREATED: Replay._on_structural,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import attrs
 
@@ -71,7 +71,10 @@ class StepStatus(enum.StrEnum):
     @property
     def terminal(self) -> bool:
         """Whether the step has its one outcome."""
-        return self in (StepStatus.COMPLETED, StepStatus.FAILED)
+        return self in _STEP_TERMINAL
+
+
+_STEP_TERMINAL = frozenset({StepStatus.COMPLETED, StepStatus.FAILED})
 
 
 class HookStatus(enum.StrEnum):
@@ -88,6 +91,41 @@ class WaitStatus(enum.StrEnum):
     WAITING = "waiting"
     COMPLETED = "completed"
     RELEASED = "released"
+
+
+class RunStatuses:
+    """:class:`RunStatus`'s members as plain class attributes (see ``_events.Types``)."""
+
+    PENDING: Final = RunStatus.PENDING
+    RUNNING: Final = RunStatus.RUNNING
+    COMPLETED: Final = RunStatus.COMPLETED
+    FAILED: Final = RunStatus.FAILED
+    CANCELLED: Final = RunStatus.CANCELLED
+
+
+class StepStatuses:
+    """:class:`StepStatus`'s members as plain class attributes (see ``_events.Types``)."""
+
+    PENDING: Final = StepStatus.PENDING
+    RUNNING: Final = StepStatus.RUNNING
+    COMPLETED: Final = StepStatus.COMPLETED
+    FAILED: Final = StepStatus.FAILED
+
+
+class HookStatuses:
+    """:class:`HookStatus`'s members as plain class attributes (see ``_events.Types``)."""
+
+    ACTIVE: Final = HookStatus.ACTIVE
+    DISPOSED: Final = HookStatus.DISPOSED
+    RELEASED: Final = HookStatus.RELEASED
+
+
+class WaitStatuses:
+    """:class:`WaitStatus`'s members as plain class attributes (see ``_events.Types``)."""
+
+    WAITING: Final = WaitStatus.WAITING
+    COMPLETED: Final = WaitStatus.COMPLETED
+    RELEASED: Final = WaitStatus.RELEASED
 
 
 def _frozen_attrs(value: Mapping[str, str] | None) -> Payload:

@@ -16,27 +16,27 @@ import attrs
 
 from ._entities import (
     HookRecord,
-    HookStatus,
+    HookStatuses,
     RunRecord,
-    RunStatus,
+    RunStatuses,
     StepRecord,
-    StepStatus,
+    StepStatuses,
     WaitRecord,
-    WaitStatus,
+    WaitStatuses,
     evolve,
 )
-from ._events import RUN_TERMINAL_TYPES, Event, EventType
+from ._events import RUN_TERMINAL_TYPES, Event, Types
 
 __all__ = ["FoldedRun", "apply", "fold_into", "fold_log"]
 
-T = EventType
+T = Types
 
 _STEP_ENDS = frozenset({T.STEP_COMPLETED, T.STEP_FAILED})
 
 _TERMINAL_STATUS = {
-    T.RUN_COMPLETED: RunStatus.COMPLETED,
-    T.RUN_FAILED: RunStatus.FAILED,
-    T.RUN_CANCELLED: RunStatus.CANCELLED,
+    T.RUN_COMPLETED: RunStatuses.COMPLETED,
+    T.RUN_FAILED: RunStatuses.FAILED,
+    T.RUN_CANCELLED: RunStatuses.CANCELLED,
 }
 
 
@@ -57,14 +57,14 @@ def _release(
     hooks: Iterable[HookRecord], waits: Iterable[WaitRecord], at: datetime
 ) -> tuple[list[HookRecord], list[WaitRecord]]:
     released_hooks = [
-        evolve(h, status=HookStatus.RELEASED, updated_at=at)
+        evolve(h, status=HookStatuses.RELEASED, updated_at=at)
         for h in hooks
-        if h.status is HookStatus.ACTIVE
+        if h.status is HookStatuses.ACTIVE
     ]
     released_waits = [
-        evolve(w, status=WaitStatus.RELEASED, updated_at=at)
+        evolve(w, status=WaitStatuses.RELEASED, updated_at=at)
         for w in waits
-        if w.status is WaitStatus.WAITING
+        if w.status is WaitStatuses.WAITING
     ]
     return released_hooks, released_waits
 
@@ -94,7 +94,7 @@ def apply(
         created = RunRecord(
             run_id=event.run_id,
             workflow_name=data["workflow_name"],
-            status=RunStatus.PENDING,
+            status=RunStatuses.PENDING,
             input=data["input"],
             deployment_id=data.get("deployment_id"),
             execution_context=data.get("execution_context"),
@@ -109,7 +109,7 @@ def apply(
         return (
             evolve(
                 run,
-                status=RunStatus.RUNNING,
+                status=RunStatuses.RUNNING,
                 started_at=run.started_at or at,
                 output=None,
                 error=None,
@@ -152,7 +152,7 @@ def apply(
             run_id=run.run_id,
             step_id=cid,
             step_name=data["step_name"],
-            status=StepStatus.PENDING,
+            status=StepStatuses.PENDING,
             input=data["input"],
             attempt=0,
             inline=data.get("inline", False),
@@ -168,7 +168,7 @@ def apply(
             [
                 evolve(
                     step,
-                    status=StepStatus.RUNNING,
+                    status=StepStatuses.RUNNING,
                     attempt=step.attempt + 1,
                     retry_after=None,
                     started_at=step.started_at or at,
@@ -183,7 +183,7 @@ def apply(
             return run, [], [], []
         changed = evolve(
             step,
-            status=StepStatus.PENDING,
+            status=StepStatuses.PENDING,
             error=data["error"],
             retry_after=data.get("retry_after"),
             updated_at=at,
@@ -195,14 +195,18 @@ def apply(
         if kind is T.STEP_COMPLETED:
             changed = evolve(
                 step,
-                status=StepStatus.COMPLETED,
+                status=StepStatuses.COMPLETED,
                 output=data["result"],
                 completed_at=at,
                 updated_at=at,
             )
         else:
             changed = evolve(
-                step, status=StepStatus.FAILED, error=data["error"], completed_at=at, updated_at=at
+                step,
+                status=StepStatuses.FAILED,
+                error=data["error"],
+                completed_at=at,
+                updated_at=at,
             )
         return run, [changed], [], []
     if kind is T.HOOK_CREATED:
@@ -213,7 +217,7 @@ def apply(
             run_id=run.run_id,
             hook_id=cid,
             token=data["token"],
-            status=HookStatus.ACTIVE,
+            status=HookStatuses.ACTIVE,
             metadata=data.get("metadata"),
             is_webhook=data.get("is_webhook", False),
             created_at=at,
@@ -230,9 +234,9 @@ def apply(
             [],
         )
     if kind is T.HOOK_DISPOSED:
-        if hook is None or hook.status is not HookStatus.ACTIVE:
+        if hook is None or hook.status is not HookStatuses.ACTIVE:
             return run, [], [], []
-        return run, [], [evolve(hook, status=HookStatus.DISPOSED, updated_at=at)], []
+        return run, [], [evolve(hook, status=HookStatuses.DISPOSED, updated_at=at)], []
     if kind is T.WAIT_CREATED:
         if wait is not None:
             return run, [], [], []
@@ -240,20 +244,20 @@ def apply(
         created_wait = WaitRecord(
             run_id=run.run_id,
             wait_id=cid,
-            status=WaitStatus.WAITING,
+            status=WaitStatuses.WAITING,
             resume_at=data["resume_at"],
             created_at=at,
             updated_at=at,
         )
         return run, [], [], [created_wait]
     if kind is T.WAIT_COMPLETED:
-        if wait is None or wait.status is not WaitStatus.WAITING:
+        if wait is None or wait.status is not WaitStatuses.WAITING:
             return run, [], [], []
         return (
             run,
             [],
             [],
-            [evolve(wait, status=WaitStatus.COMPLETED, completed_at=at, updated_at=at)],
+            [evolve(wait, status=WaitStatuses.COMPLETED, completed_at=at, updated_at=at)],
         )
     # hook_conflict and noop change no entity.
     return run, [], [], []
@@ -268,8 +272,8 @@ def fold_into(state: FoldedRun, event: Event) -> None:
         step=state.steps.get(cid) if cid else None,
         hook=state.hooks.get(cid) if cid else None,
         wait=state.waits.get(cid) if cid else None,
-        active_hooks=[h for h in state.hooks.values() if h.status is HookStatus.ACTIVE],
-        waiting_waits=[w for w in state.waits.values() if w.status is WaitStatus.WAITING],
+        active_hooks=[h for h in state.hooks.values() if h.status is HookStatuses.ACTIVE],
+        waiting_waits=[w for w in state.waits.values() if w.status is WaitStatuses.WAITING],
     )
     state.run = run
     for s in steps:

@@ -21,14 +21,14 @@ import attrs
 from ._entities import (
     EventResult,
     HookRecord,
-    HookStatus,
+    HookStatuses,
     RunRecord,
-    RunStatus,
+    RunStatuses,
     Snapshot,
     StepRecord,
-    StepStatus,
+    StepStatuses,
     WaitRecord,
-    WaitStatus,
+    WaitStatuses,
 )
 from ._errors import (
     EntityConflict,
@@ -50,6 +50,7 @@ from ._events import (
     EventRequest,
     EventType,
     Payload,
+    Types,
     in_schema_order,
 )
 from ._fold import apply
@@ -63,7 +64,7 @@ __all__ = [
     "plan_write",
 ]
 
-T = EventType
+T = Types
 
 # Sets, not tuples: ``kind in (A, B)`` falls back to str.__eq__ per member.
 _CREATIONS = frozenset({T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED})
@@ -192,18 +193,18 @@ class _Overlay:
     def live_hook_by_token(self, token: str) -> HookRecord | None:
         for h in self.plan.hooks.values():
             if h.token == token:
-                return h if h.status is HookStatus.ACTIVE else None
+                return h if h.status is HookStatuses.ACTIVE else None
         return self.base.live_hook_by_token(token)
 
     def active_hooks(self) -> list[HookRecord]:
         merged = {h.hook_id: h for h in self.base.active_hooks()}
         merged.update(self.plan.hooks)
-        return [h for h in merged.values() if h.status is HookStatus.ACTIVE]
+        return [h for h in merged.values() if h.status is HookStatuses.ACTIVE]
 
     def waiting_waits(self) -> list[WaitRecord]:
         merged = {w.wait_id: w for w in self.base.waiting_waits()}
         merged.update(self.plan.waits)
-        return [w for w in merged.values() if w.status is WaitStatus.WAITING]
+        return [w for w in merged.values() if w.status is WaitStatuses.WAITING]
 
 
 def _check_fence(
@@ -314,7 +315,7 @@ def _plan_one(
             return
 
     if run.status.terminal:
-        if kind is T.RUN_CANCELLED and run.status is RunStatus.CANCELLED:
+        if kind is T.RUN_CANCELLED and run.status is RunStatuses.CANCELLED:
             return  # tolerated: cancelling a cancelled run appends nothing
         _refuse_on_terminal_run(run, request)
 
@@ -324,15 +325,15 @@ def _plan_one(
     step = hook = wait = None
 
     if kind is T.RUN_STARTED:
-        if run.status is RunStatus.RUNNING:
+        if run.status is RunStatuses.RUNNING:
             return  # tolerated: a second run_started appends nothing
     elif kind in _RUN_ENDS:
-        if run.status is RunStatus.PENDING:
+        if run.status is RunStatuses.PENDING:
             raise EntityConflict(
                 f"run {run_id!r} is pending: write run_started before {kind.value}",
                 run_id=run_id,
             )
-    elif kind in _CREATIONS and run.status is RunStatus.PENDING:
+    elif kind in _CREATIONS and run.status is RunStatuses.PENDING:
         raise EntityConflict(
             f"run {run_id!r} is pending: write run_started before {kind.value} {cid!r}",
             run_id=run_id,
@@ -356,7 +357,7 @@ def _plan_one(
                 run_id=run_id,
             )
         if run.status.terminal and (
-            step.status is not StepStatus.RUNNING or kind not in _STEP_ENDS
+            step.status is not StepStatuses.RUNNING or kind not in _STEP_ENDS
         ):
             raise RunExpired(
                 f"run {run_id!r} is {run.status.value}: only a step that was running when it "
@@ -373,7 +374,7 @@ def _plan_one(
                     retry_after=step.retry_after,
                 )
             data = request.data.replace(attempt=step.attempt + 1)
-        elif step.status is not StepStatus.RUNNING:
+        elif step.status is not StepStatuses.RUNNING:
             raise EntityConflict(
                 f"run {run_id!r}: step {cid!r} is {step.status.value}; write step_started "
                 f"before {kind.value}",
@@ -398,13 +399,13 @@ def _plan_one(
     elif kind in _HOOK_CHANGES:
         assert cid is not None
         hook = view.hook(cid)
-        if hook is None or (kind is T.HOOK_RECEIVED and hook.status is not HookStatus.ACTIVE):
+        if hook is None or (kind is T.HOOK_RECEIVED and hook.status is not HookStatuses.ACTIVE):
             state = "does not exist" if hook is None else f"is {hook.status.value}"
             raise HookNotFound(
                 f"run {run_id!r}: hook {cid!r} {state}; it accepts no {kind.value}",
                 run_id=run_id,
             )
-        if hook.status is not HookStatus.ACTIVE:
+        if hook.status is not HookStatuses.ACTIVE:
             raise EntityConflict(
                 f"run {run_id!r}: hook {cid!r} is already {hook.status.value}", run_id=run_id
             )
@@ -419,7 +420,7 @@ def _plan_one(
         wait = view.wait(cid)
         if wait is None:
             raise WaitNotFound(f"run {run_id!r} has no wait {cid!r}", run_id=run_id)
-        if wait.status is not WaitStatus.WAITING:
+        if wait.status is not WaitStatuses.WAITING:
             raise EntityConflict(
                 f"run {run_id!r}: wait {cid!r} is already {wait.status.value}", run_id=run_id
             )

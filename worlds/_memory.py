@@ -27,7 +27,7 @@ from ._entities import (
     EventPage,
     EventResult,
     HookRecord,
-    HookStatus,
+    HookStatuses,
     Message,
     RunPage,
     RunRecord,
@@ -35,7 +35,7 @@ from ._entities import (
     Snapshot,
     StepRecord,
     WaitRecord,
-    WaitStatus,
+    WaitStatuses,
 )
 from ._errors import (
     EventNotFound,
@@ -48,7 +48,7 @@ from ._errors import (
 from ._events import (
     Event,
     EventRequest,
-    EventType,
+    Types,
     check_correlation_id,
     check_run_id,
 )
@@ -106,12 +106,12 @@ class _View:
     def active_hooks(self) -> list[HookRecord]:
         if self._record is None:
             return []
-        return [h for h in self._record.state.hooks.values() if h.status is HookStatus.ACTIVE]
+        return [h for h in self._record.state.hooks.values() if h.status is HookStatuses.ACTIVE]
 
     def waiting_waits(self) -> list[WaitRecord]:
         if self._record is None:
             return []
-        return [w for w in self._record.state.waits.values() if w.status is WaitStatus.WAITING]
+        return [w for w in self._record.state.waits.values() if w.status is WaitStatuses.WAITING]
 
 
 class MemoryWorld:
@@ -185,10 +185,10 @@ class MemoryWorld:
         state.waits.update(plan.waits)
         state.seq, state.seq_in_band = plan.after.seq, plan.after.seq_in_band
         for event in plan.events:
-            if event.type is EventType.HOOK_RECEIVED and "resume_id" in event.data:
+            if event.type is Types.HOOK_RECEIVED and "resume_id" in event.data:
                 state.resume_ids.setdefault(event.data["resume_id"], event)
         for hook in plan.hooks.values():
-            if hook.status is HookStatus.ACTIVE:
+            if hook.status is HookStatuses.ACTIVE:
                 self._tokens[hook.token] = (hook.run_id, hook.hook_id)
                 self._last_holders[hook.token] = (hook.run_id, hook.hook_id)
             elif self._tokens.get(hook.token) == (hook.run_id, hook.hook_id):
@@ -213,7 +213,7 @@ class MemoryWorld:
             assert record.state.seq == len(record.events)
             assert record.state.seq_in_band == sum(e.in_band for e in record.events)
             for hook in record.state.hooks.values():
-                if hook.status is HookStatus.ACTIVE:
+                if hook.status is HookStatuses.ACTIVE:
                     assert hook.token not in live, f"token {hook.token!r} held twice"
                     live[hook.token] = (run_id, hook.hook_id)
         assert live == self._tokens
@@ -337,7 +337,7 @@ class _Events(_Facet):
         w = self._w
         request = check_request(request)
         now = event_time(w._clock.now(), occurred_at, in_band=in_band)
-        if request.type is EventType.RUN_CREATED:
+        if request.type is Types.RUN_CREATED:
             run_id = check_run_id(run_id) if run_id is not None else w._ids.new_id("wrun")
             existing = w._runs.get(run_id)
             plan = plan_create_run(run_id, request, now, existing.state.run if existing else None)

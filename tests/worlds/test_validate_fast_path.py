@@ -66,3 +66,26 @@ def test_common_requests_agree() -> None:
         fast = decide(type_, correlation_id, data, fast=True)
         assert fast[0] != "refused", fast
         assert fast == decide(type_, correlation_id, data, fast=False)
+
+
+def test_the_fast_path_builds_every_field_of_a_request() -> None:
+    # _validate_common sets EventRequest's fields one by one: a new field must be added there.
+    import attrs
+
+    from durasim.worlds import EventRequest
+
+    assert [f.name for f in attrs.fields(EventRequest)] == [
+        "type",
+        "correlation_id",
+        "data",
+        "_validated",
+    ]
+    built = validate_request("step_completed", "add#1", {"result": b"r"})
+    by_hand = EventRequest(
+        type=EventType.STEP_COMPLETED, correlation_id="add#1", data={"result": b"r"}
+    )
+    assert built == by_hand
+    assert hash(built) == hash(by_hand)
+    assert repr(built) == repr(by_hand)
+    assert built.validated
+    assert not by_hand.validated
