@@ -295,18 +295,24 @@ def test_a_world_on_a_read_only_file_system_can_be_inspected(tmp_path: Path) -> 
 
 
 def _fill(directory: Path) -> Path:
+    """Fill the file system ``directory`` is on, to its last byte.
+
+    Unbuffered writes: a buffered file would raise ENOSPC again when it flushes on
+    close. ``os.write`` writes what still fits, then raises.
+    """
     filler = directory / "filler"
-    with open(filler, "wb") as out:
-        chunk = b"\0" * 65536
-        with contextlib.suppress(OSError):
-            while True:
-                out.write(chunk)
-                out.flush()
-        out.truncate(out.tell())
-    with contextlib.suppress(OSError), open(directory / "filler-tail", "wb") as out:
-        while True:
-            out.write(b"\0" * 512)
-            out.flush()
+    try:
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError:  # already full (the World's own writes got there first)
+        return filler
+    try:
+        for size in (65536, 512, 1):
+            chunk = b"\0" * size
+            with contextlib.suppress(OSError):
+                while os.write(fd, chunk):
+                    pass
+    finally:
+        os.close(fd)
     return filler
 
 
@@ -329,7 +335,7 @@ def test_a_full_disk_makes_the_worker_wait_and_every_run_finishes(
             log: list[str] = []
             _read_until(worker.stderr, "storage is full", log)
             _read_until(worker.stderr, "retrying in", log)
-            filler.unlink()
+            filler.unlink(missing_ok=True)
             (mnt / "filler-tail").unlink(missing_ok=True)
             for _ in range(runs):
                 _read_until(worker.stderr, " completed", log)
