@@ -268,7 +268,10 @@ class PostgresWorld:
             self._migrated = True
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             self.dsn,
-            min_size=1,
+            # Connections for two or more calls in flight exist before the first call:
+            # a pool that grows mid-race leaves a half-opened connection's task that
+            # a loop ending then waits for (the contract's race tests hung on it).
+            min_size=min(self._pool_size, 4),
             max_size=self._pool_size,
             # The application name lets an operator find (or end) this World's sessions.
             kwargs={"autocommit": True, "application_name": f"durasim:{self.schema}"},
