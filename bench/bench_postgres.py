@@ -5,6 +5,14 @@ Run by hand (never in CI), with PostgreSQL on the DSN (default: the local server
     .venv/bin/python bench/bench_postgres.py [--quick] [--dsn postgresql://...] \
         [--peers-python /tmp/bench-peers/bin/python]
 
+The peers (DBOS) run in a venv of their own, never the project's:
+
+    python3 -m venv .venv-peers && .venv-peers/bin/pip install dbos==3.4.0
+
+and the bench finds its interpreter by ``--peers-python``, else the environment
+variable ``DURASIM_PEERS_PYTHON``, else ``/tmp/bench-peers/bin/python``; if none
+exists, the DBOS figures are reported as skipped.
+
 Everything below runs in this one invocation, against one server, on the real
 clock; results go into docs/benchmarks.md by hand, with the command and the machine.
 
@@ -67,7 +75,7 @@ from durasim.runtime import Worker, start, step, workflow
 from durasim.worlds import PostgresWorld
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_PEERS_PYTHON = Path("/tmp/bench-peers/bin/python")
+DEFAULT_PEERS_PYTHON = Path(os.environ.get("DURASIM_PEERS_PYTHON", "/tmp/bench-peers/bin/python"))
 DEFAULT_DSN = os.environ.get("DURASIM_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 BENCH_DB = "durasim_bench"
 DBOS_DB = "durasim_bench_dbos"

@@ -4,6 +4,11 @@ Run by hand (never in CI):
 
     .venv/bin/python bench/bench_runtime.py [--quick] [--peers-python /tmp/bench-peers/bin/python]
 
+The peers run in a venv of their own, never the project's (``python3 -m venv
+.venv-peers && .venv-peers/bin/pip install dbos==3.4.0``); the bench finds its
+interpreter by ``--peers-python``, else ``$DURASIM_PEERS_PYTHON``, else
+``/tmp/bench-peers/bin/python``.
+
 What it measures (issue 4, "Numbers"), all in this one run:
 
 - steps/s of a sequential workflow of ``add`` steps (a trivial sync function) run to
@@ -65,7 +70,7 @@ from durasim.runtime.lowlevel import engine_for, find_workflow
 from durasim.worlds import CountingIds, EventType, FixedClock, MemoryWorld, SQLiteWorld, World
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_PEERS_PYTHON = Path("/tmp/bench-peers/bin/python")
+DEFAULT_PEERS_PYTHON = Path(os.environ.get("DURASIM_PEERS_PYTHON", "/tmp/bench-peers/bin/python"))
 BIG = Limits(max_events=40_000)
 WORLDS = ("memory", "process", "power")
 
