@@ -36,10 +36,14 @@ clock; results go into docs/benchmarks.md by hand, with the command and the mach
   each: the fraction of the machine's CPU that was busy (``/proc/stat``), since
   the server and the workers share this machine's cores.
 - **commits per step**: ``pg_stat_database.xact_commit`` of the bench database
-  before and after one 1-worker run (the bench has the database to itself), and
-  the statements per step counted in-process (a 200-step run served here, with
-  psycopg's ``AsyncCursor.execute`` counted; its commits are read once the
-  World's sessions have ended, as a session reports its counts when it ends).
+  before and after one 1-worker run (the bench has the database to itself).
+- **statements and commits per operation** (``--profile`` runs only this): one
+  run each of 100 steps, 100 sleeps (``sleep(0.001)``), 100 hooks (created and
+  disposed) and 100 resumes of one hook, served in this process by one Worker.
+  psycopg is wrapped (:class:`Counted`): every ``execute``/``executemany`` is a
+  statement; a write commit is a transaction block or an autocommit statement
+  that writes.  Beside them the server's ``xact_commit`` (reads included).  The
+  figures are whole runs (start, claims, acks, wake-ups) divided by 100.
 - **wake-up latency**: a child process sleeps in ``queue.wait_for_work`` (LISTEN);
   this process enqueues one message every 30 ms, stamping ``time.monotonic()``
   (one clock for every process on Linux) in the payload; the child claims it and
@@ -71,8 +75,9 @@ from typing import Any
 
 import psycopg
 
-from durasim.runtime import Worker, start, step, workflow
+from durasim.runtime import Worker, create_hook, resume_hook, sleep, start, step, workflow
 from durasim.worlds import PostgresWorld
+from durasim.worlds._postgres_events import _Events
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PEERS_PYTHON = Path(os.environ.get("DURASIM_PEERS_PYTHON", "/tmp/bench-peers/bin/python"))
@@ -271,29 +276,173 @@ async def scaling(url: str, dsn: str, schema: str, repeat: int, n: int) -> dict[
     return out
 
 
-async def statements_per_step(dsn: str, schema: str, n: int = 200) -> dict[str, float]:
-    """Statements and transactions per step of one run served in this process."""
-    counts = {"statements": 0}
-    original = psycopg.AsyncCursor.execute
+class Counted:
+    """Counts, in this process, what psycopg sends: statements, transactions, writes.
 
-    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        counts["statements"] += 1
-        return await original(self, *args, **kwargs)
+    ``statements``: every ``execute`` and ``executemany`` call (reads included);
+    ``blocks``: transaction blocks (``conn.transaction()``: BEGIN ... COMMIT);
+    ``autocommit_writes``: statements outside a block that write (INSERT,
+    UPDATE, DELETE, or a WITH holding one): each commits as it runs.  A write
+    commit is a block or an autocommit write.  The same three are counted apart
+    for the World's event writes (``events.create`` and ``create_batch``, which
+    the profile's runs never call concurrently): ``event_*``.
+    """
 
-    world = await PostgresWorld(dsn, schema=schema, pool_size=2).open()
-    try:
-        handle = await start(sequential, n, world=world)
-        psycopg.AsyncCursor.execute = counted  # type: ignore[method-assign]
+    def __init__(self) -> None:
+        self.statements = 0
+        self.blocks = 0
+        self.autocommit_writes = 0
+        self.event_writes = 0
+        self.event_statements = 0
+        self.event_commits = 0
+        self._in_event_write = False
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> Counted:
+        counts = self
+
+        def wrap(method: Any) -> Any:
+            async def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+                counts.statements += 1
+                counts.event_statements += counts._in_event_write
+                idle = (
+                    cursor.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+                )
+                text = query if isinstance(query, str) else ""
+                if idle and any(w in text.upper() for w in ("INSERT ", "UPDATE ", "DELETE ")):
+                    counts.autocommit_writes += 1
+                    counts.event_commits += counts._in_event_write
+                return await method(cursor, query, *args, **kwargs)
+
+            return counted
+
+        def wrap_block(method: Any) -> Any:
+            def counted(conn: Any, *args: Any, **kwargs: Any) -> Any:
+                counts.blocks += 1
+                counts.event_commits += counts._in_event_write
+                return method(conn, *args, **kwargs)
+
+            return counted
+
+        def wrap_event_write(method: Any) -> Any:
+            async def counted(facet: Any, *args: Any, **kwargs: Any) -> Any:
+                counts.event_writes += 1
+                counts._in_event_write = True
+                try:
+                    return await method(facet, *args, **kwargs)
+                finally:
+                    counts._in_event_write = False
+
+            return counted
+
+        for owner, name, wrapper in (
+            (psycopg.AsyncCursor, "execute", wrap),
+            (psycopg.AsyncCursor, "executemany", wrap),
+            (psycopg.AsyncConnection, "transaction", wrap_block),
+            (_Events, "create", wrap_event_write),
+            (_Events, "create_batch", wrap_event_write),
+        ):
+            original = getattr(owner, name)
+            self._saved.append((owner, name, original))
+            setattr(owner, name, wrapper(original))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved.clear()
+
+    def per(self, count: int) -> dict[str, float]:
+        return {
+            "statements": self.statements / count,
+            "write_commits": (self.blocks + self.autocommit_writes) / count,
+            "blocks": self.blocks / count,
+            "autocommit_writes": self.autocommit_writes / count,
+            "event_writes": self.event_writes / count,
+            "event_statements": self.event_statements / count,
+            "event_commits": self.event_commits / count,
+        }
+
+
+@workflow(module="benchpg", name="sleeps")
+async def sleeps(n: int) -> int:
+    for _ in range(n):
+        await sleep(0.001)
+    return n
+
+
+@workflow(module="benchpg", name="hooks")
+async def hooks(prefix: str, n: int) -> int:
+    total = 0
+    for i in range(n):
+        with create_hook(token=f"{prefix}-{i}") as hook:
+            total += await hook
+    return total
+
+
+@workflow(module="benchpg", name="consume")
+async def consume(token: str, n: int) -> int:
+    total = 0
+    with create_hook(token=token) as hook:
+        async for payload in hook:
+            total += payload
+            n -= 1
+            if n == 0:
+                break
+    return total
+
+
+async def operations_profile(dsn: str, schema: str, n: int = 100) -> dict[str, Any]:
+    """Statements and commits per step, sleep, hook (created, resumed, disposed) and resume.
+
+    Each workload is one run served to its end in this process by one Worker;
+    its figures are the whole run's (its start, claims, acks and wake-ups
+    included) divided by ``n``.  ``server_commits``
+    is ``pg_stat_database.xact_commit`` (every transaction, reads included) of
+    the bench database, which the bench has to itself.
+    """
+    prefix = f"benchpg-{secrets.token_hex(4)}"
+    workloads: list[tuple[str, Any, tuple[Any, ...], str | None]] = [
+        ("step", sequential, (n,), None),
+        ("sleep", sleeps, (n,), None),
+        ("hook", hooks, (f"{prefix}-h", n), f"{prefix}-h-{{}}"),
+        ("resume", consume, (f"{prefix}-c", n), f"{prefix}-c"),
+    ]
+    out: dict[str, Any] = {}
+    for name, wf, args, token in workloads:
+        # A World of its own, closed before the server's count is read: a session
+        # reports its transactions to the statistics when it ends.
+        world = await PostgresWorld(dsn, schema=schema, pool_size=2).open()
         before = server_commits(dsn)
         try:
-            assert await Worker(world).run_until_complete(handle) == n * (n - 1) // 2
+            with Counted() as counted:
+                handle = await start(wf, *args, world=world)
+                worker = Worker(world)
+                if token is None:
+                    await worker.run_until_complete(handle, poll=0.01)
+                else:
+                    await worker.drain()  # the first hook is created
+                    for i in range(n):
+                        await resume_hook(token.format(i), i, world=world)
+                        assert await worker.run_one()
+                assert await handle.result() in (n, n * (n - 1) // 2)
         finally:
-            psycopg.AsyncCursor.execute = original  # type: ignore[method-assign]
+            await world.close()
+        await asyncio.sleep(0.6)  # the statistics collector reports a bit late
+        out[name] = {**counted.per(n), "server_commits": (server_commits(dsn) - before) / n}
+        print(f"  per {name}: {json.dumps(out[name])}", flush=True)
+    return out
+
+
+async def profile_only(server_dsn: str) -> dict[str, Any]:
+    ensure_database(server_dsn, BENCH_DB)
+    dsn = with_database(server_dsn, BENCH_DB)
+    schema = f"bench_{secrets.token_hex(4)}"
+    try:
+        return {"git": git_head(), "profile": await operations_profile(dsn, schema)}
     finally:
-        await world.close()  # a session reports its commit count when it ends
-    await asyncio.sleep(0.6)
-    commits = server_commits(dsn) - before
-    return {"statements_per_step": counts["statements"] / n, "commits_per_step": commits / n}
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 # -- wake-up latency -------------------------------------------------------------------------
@@ -390,7 +539,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         print(f"bare INSERT+COMMIT/s: {results['bare_before']:.0f}", flush=True)
         results["durasim"] = await scaling(url, dsn, schema, repeat, N)
         print(f"durasim: {json.dumps(results['durasim'])}", flush=True)
-        results["profile"] = await statements_per_step(dsn, schema)
+        results["profile"] = await operations_profile(dsn, schema)
         print(f"profile: {json.dumps(results['profile'])}", flush=True)
         results["wake"] = await wake_latency(dsn, schema, 50 if args.quick else 200)
         print(f"wake-up: {json.dumps(results['wake'])}", flush=True)
@@ -435,5 +584,10 @@ if __name__ == "__main__":
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dsn", default=DEFAULT_DSN)
     parser.add_argument("--peers-python", type=Path, default=DEFAULT_PEERS_PYTHON)
-    out = asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--profile", action="store_true", help="only statements per operation")
+    arguments = parser.parse_args()
+    if arguments.profile:
+        out = asyncio.run(profile_only(arguments.dsn))
+    else:
+        out = asyncio.run(main(arguments))
     print(json.dumps(out, indent=2))
