@@ -9,11 +9,12 @@ reference guards (:mod:`._guards`), fed by a view the write prefetches inside
 the same transaction; refusals therefore come in the same order, with the same
 errors, as in every other World.
 
-Step writes usually skip the read: a process remembers each run as it last
-wrote it (:class:`KnownRuns`) and sends a write it can decide from that memory
-as one autocommit statement that writes only if the run's counters are still
-the remembered ones (:func:`._postgres_events._fast_write`); otherwise the
-write is decided again under the row lock.
+Writes usually skip the read: a process remembers each run as it last wrote
+it (:class:`KnownRuns`, with its live hooks and waits) and sends a write of a
+step, a sleep or a hook that it can decide from that memory as one autocommit
+statement that writes only if the run's counters are still the remembered
+ones (:func:`._postgres_events._fast_write`); otherwise the write is decided
+again under the row lock.
 
 Constraints back the guards where runs meet: a partial unique index keeps one
 active hook per token across all runs (a writer that loses that race retries
@@ -56,11 +57,11 @@ from ._entities import Capabilities, RunRecord, Snapshot
 from ._errors import InvalidRequest, RunNotFound, WorldError
 from ._events import check_run_id
 from ._fold import fold_log
-from ._known import KnownRuns
 from ._postgres_codec import EVENT_COLUMNS, RUN_SELECT
 from ._postgres_events import _Events
 from ._postgres_facets import _Hooks, _Runs, _Steps, _Waits
 from ._postgres_queue import PostgresQueue, PostgresStreams
+from ._postgres_views import _KnownRuns
 from ._time import Clock, IdSource, RandomIds, SystemClock, housekeeping
 
 __all__ = ["PostgresWorld", "redact_dsn"]
@@ -149,7 +150,7 @@ class PostgresWorld:
         self._run_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         # Runs as this process last wrote them: the next write to one of them
         # is decided from here and sent as one statement (see _fast_batch).
-        self._known = KnownRuns(runs=4096, step_runs=256)
+        self._known = _KnownRuns(runs=4096, step_runs=256)
         self._migrated = False
         self._power_safe = True
         self._closed = False

@@ -3,13 +3,14 @@
 A write to an existing run goes one of two ways.  The locked path takes the
 run's row lock (:meth:`_View.load <._postgres_views._View.load>`), prefetches
 what the guards may ask about, plans the write with the reference guards and
-stores it in the same transaction.  A step write this process can decide from
-its memory of the run (:class:`KnownRuns`) takes the fast path instead: one
-autocommit statement (:func:`_fast_write`) that writes only if the run's
-counters are still the remembered ones; otherwise it falls back to the locked
-path.  The first event of every write carries a write id, so a write whose
-COMMIT was interrupted is looked up (:meth:`_Events._landed_check`) and never
-applied twice.
+stores it in the same transaction.  A write this process can decide from its
+memory of the run (:class:`._postgres_views._KnownRuns`: a step's, a sleep's, a
+hook's; not the run's end) takes the fast path instead: one autocommit
+statement (:func:`_fast_write`) that writes only if the run's counters are still
+the remembered ones; otherwise it falls back to the locked path.  The first
+event of every write carries a write id, so a write whose COMMIT was
+interrupted is looked up (:meth:`_Events._landed_check`) and never applied
+twice.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 import psycopg.errors
@@ -29,7 +30,7 @@ from . import _postgres_codec as codec
 from ._checks import check_limit, check_request, event_time
 from ._entities import BatchResult, EventPage, EventResult, Snapshot
 from ._errors import CorruptedLog, EventNotFound, InvalidRequest, RunNotFound, WorldError
-from ._events import STEP_TYPES, Event, EventRequest, EventType, check_run_id
+from ._events import Event, EventRequest, EventType, check_run_id
 from ._guards import Plan, plan_batch, plan_create_run, plan_write
 from ._postgres_codec import EVENT_COLUMNS, RUN_SELECT
 from ._postgres_facets import _Facet
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from ._postgres import Conn
 
 __all__: list[str] = []
+
+R = TypeVar("R")
 
 _EVENT_INSERT_COLUMNS = (
     "run_id, seq, type, created_at, correlation_id, in_band, data, blob, resume_id, write_id"
@@ -80,8 +83,23 @@ _STEP_TYPES = (
     "text", "text", "text", "text", "bytea", "integer", "bytea", "bytea",
     "bigint", "bigint", "bigint", "bigint", "bigint", "boolean",
 )  # fmt: skip
-_STEP_SETS = ", ".join(
-    f"{c} = excluded.{c}" for c in (n.strip() for n in codec.STEP_COLUMNS.split(",")[2:])
+_HOOK_TYPES = (
+    "text", "text", "text", "text", "bytea", "boolean", "integer", "bigint", "bigint",
+)  # fmt: skip
+_WAIT_TYPES = ("text", "text", "text", "bigint", "bigint", "bigint", "bigint")
+
+
+def _sets(columns: str) -> str:
+    """``c = excluded.c`` for every column but the two of the key."""
+    return ", ".join(f"{c} = excluded.{c}" for c in (n.strip() for n in columns.split(",")[2:]))
+
+
+#: Per entity table, in the order its rows follow the events' in the statement:
+#: (table, columns, their types, the primary key).
+_ENTITY_TABLES = (
+    ("steps", codec.STEP_COLUMNS, _STEP_TYPES, "run_id, step_id"),
+    ("hooks", codec.HOOK_COLUMNS, _HOOK_TYPES, "run_id, hook_id"),
+    ("waits", codec.WAIT_COLUMNS, _WAIT_TYPES, "run_id, wait_id"),
 )
 
 
@@ -93,17 +111,19 @@ def _values(types: Sequence[str], rows: int, columns: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _fast_write(events: int, new: int, known: int) -> str:
+def _fast_write(events: int, *entities: int) -> str:
     """The one statement of a write decided from what this process remembers (:class:`KnownRuns`).
 
     One round trip and one commit: the run's row is updated only if its
     counters are still the remembered ones (``g`` is then one row, else none);
-    the ``events`` go in; the ``new`` steps the write creates are plain INSERTs
-    (a unique violation means one existed after all, and the statement fails
-    whole); the ``known`` (remembered) steps are upserted, found by their
-    primary key whatever plan the statement gets.  Every part reads ``g``, so
-    nothing is written unless the check held.  The text depends only on the
-    three counts, so the server keeps one prepared plan per shape.
+    the ``events`` go in; then, per entity table (:data:`_ENTITY_TABLES`: steps,
+    hooks, waits), two counts in ``entities``: the new rows the write creates,
+    plain INSERTs (a unique violation means one existed after all, or a token
+    or resume id was taken, and the statement fails whole), and the known
+    (remembered) rows, upserted, found by their primary key whatever plan the
+    statement gets.  Every part reads ``g``, so nothing is written unless the
+    check held.  The text depends only on the counts, so the server keeps one
+    prepared plan per shape.
     """
     parts = [
         """WITH g AS (
@@ -118,21 +138,23 @@ def _fast_write(events: int, new: int, known: int) -> str:
     SELECT u.* FROM g, {_values(_EVENT_TYPES, events, _EVENT_INSERT_COLUMNS)}
 )""",
     ]
-    if new:
-        parts.append(
-            f""", n AS (
-    INSERT INTO steps ({codec.STEP_COLUMNS})
-    SELECT u.* FROM g, {_values(_STEP_TYPES, new, codec.STEP_COLUMNS)}
+    for i, (table, columns, types, key) in enumerate(_ENTITY_TABLES):
+        new, known = entities[2 * i], entities[2 * i + 1]
+        if new:
+            parts.append(
+                f""", n{i} AS (
+    INSERT INTO {table} ({columns})
+    SELECT u.* FROM g, {_values(types, new, columns)}
 )"""
-        )
-    if known:
-        parts.append(
-            f""", k AS (
-    INSERT INTO steps ({codec.STEP_COLUMNS})
-    SELECT u.* FROM g, {_values(_STEP_TYPES, known, codec.STEP_COLUMNS)}
-    ON CONFLICT (run_id, step_id) DO UPDATE SET {_STEP_SETS}
+            )
+        if known:
+            parts.append(
+                f""", k{i} AS (
+    INSERT INTO {table} ({columns})
+    SELECT u.* FROM g, {_values(types, known, columns)}
+    ON CONFLICT ({key}) DO UPDATE SET {_sets(columns)}
 )"""
-        )
+            )
     parts.append("\nSELECT count(*) FROM g")
     # Numbered placeholders, sent through a raw cursor: psycopg parses (and
     # caches) only short statements with few parameters, and this one is neither.
@@ -163,8 +185,22 @@ def _event_rows(plan: Plan, write_id: str) -> list[tuple[Any, ...]]:
     return rows
 
 
+def _split(
+    records: dict[str, R], to_row: Callable[[R], tuple[Any, ...]], new: set[str]
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The rows of ``records``: those whose key is in ``new``, and the others."""
+    return (
+        [to_row(r) for k, r in records.items() if k in new],
+        [to_row(r) for k, r in records.items() if k not in new],
+    )
+
+
 class _Stale(Exception):
     """The remembered state was out of date: the one-statement write wrote nothing."""
+
+
+class _Taken(Exception):
+    """An entity assumed new existed, or a token or resume id was taken: nothing written."""
 
 
 class _Events(_Facet):
@@ -235,7 +271,21 @@ class _Events(_Facet):
                 return True
             return await self._landed_check(target, plan.events[0].seq, write_id)(conn)
 
+        def decide_fast(view: _KnownView) -> Plan:
+            return plan_write(
+                view,
+                target,
+                request,
+                at,
+                in_band=in_band,
+                expected_seq_in_band=expected_seq_in_band,
+                expected_seq=expected_seq,
+            )
+
         async def decide() -> EventResult:
+            fast = await self._fast(target, seen_seq, write_id, decide_fast)
+            if fast is not None:
+                return fast.result(())
             result = await w._transact(write, landed=landed)
             if planned[-1].events:
                 w._known.remember(planned[-1])
@@ -416,24 +466,10 @@ class _Events(_Facet):
         expected_seq: int | None,
         seen_seq: int | None,
     ) -> BatchResult | None:
-        """A step write decided from the remembered run, in one statement; ``None``: not here.
+        """A batch decided from the remembered run, in one statement; ``None``: not here."""
 
-        Taken when this process wrote the run last and the write only touches
-        steps: no read, no BEGIN, one round trip and one commit.  The statement
-        (:func:`_fast_write`) writes only if the run's counters are still the
-        remembered ones, so a write by anyone else in between makes it write
-        nothing; then, or when the guards refuse (the refusal is re-decided on
-        the stored rows), the caller takes the locked path.
-        """
-        known = self._w._known.run(run_id)
-        if known is None or any(r.type not in STEP_TYPES for r in requests):
-            return None
-        run, counters = known
-        if seen_seq is not None and (type(seen_seq) is not int or seen_seq < counters.seq):
-            return None
-        view = _KnownView(run, counters, self._w._known.steps(run_id))
-        try:
-            plan = plan_batch(
+        def decide(view: _KnownView) -> Plan:
+            return plan_batch(
                 view,
                 run_id,
                 requests,
@@ -442,13 +478,54 @@ class _Events(_Facet):
                 expected_seq_in_band=expected_seq_in_band,
                 expected_seq=expected_seq,
             )
+
+        plan = await self._fast(run_id, seen_seq, write_id, decide)
+        if plan is None:
+            return None
+        return BatchResult(events=tuple(plan.events), run=plan.run, unseen=())
+
+    async def _fast(
+        self,
+        run_id: str,
+        seen_seq: int | None,
+        write_id: str,
+        decide: Callable[[_KnownView], Plan],
+    ) -> Plan | None:
+        """A write decided from the remembered run, in one statement; ``None``: not here.
+
+        Taken when this process wrote the run last and the write does not end
+        the run (a step's, a sleep's or a hook's write): no read, no BEGIN, one
+        round trip and one commit.  The statement (:func:`_fast_write`) writes
+        only if the run's counters are still the remembered ones, so a write by
+        anyone else in between makes it write nothing; then, when an entity
+        assumed new existed after all, or when the guards refuse (the refusal
+        is re-decided on the stored rows), the caller takes the locked path.
+        """
+        known = self._w._known.run(run_id)
+        if known is None:
+            return None
+        run, counters = known
+        if seen_seq is not None and (type(seen_seq) is not int or seen_seq < counters.seq):
+            return None
+        memory = self._w._known
+        view = _KnownView(
+            run, counters, memory.steps(run_id), memory.hooks(run_id), memory.waits(run_id)
+        )
+        try:
+            plan = decide(view)
         except (WorldError, _Unknown):
             return None
-        if not plan.events or not view.assumed_new <= plan.steps.keys():
+        if not plan.events or not view.checked_by(plan):
             return None
-        events = _event_rows(plan, write_id)
-        new = [codec.step_to_row(s) for k, s in plan.steps.items() if k in view.assumed_new]
-        old = [codec.step_to_row(s) for k, s in plan.steps.items() if k not in view.assumed_new]
+        rows = _event_rows(plan, write_id)
+        shape = [len(rows)]
+        for split in (
+            _split(plan.steps, codec.step_to_row, view.assumed_new),
+            _split(plan.hooks, codec.hook_to_row, view.assumed_new_hooks),
+            _split(plan.waits, codec.wait_to_row, view.assumed_new_waits),
+        ):
+            rows += split[0] + split[1]
+            shape += [len(split[0]), len(split[1])]
         full = codec.run_to_row(plan.run)
         params = (
             full[2],
@@ -459,15 +536,15 @@ class _Events(_Facet):
             run_id,
             plan.before.seq,
             plan.before.seq_in_band,
-            *(value for row in (*events, *new, *old) for value in row),
+            *(value for row in rows for value in row),
         )
-        statement = _fast_write(len(events), len(new), len(old))
+        statement = _fast_write(*shape)
 
         async def write(conn: Conn) -> None:
             try:
                 cur = await psycopg.AsyncRawCursor(conn).execute(statement, params)
             except psycopg.errors.UniqueViolation as exc:
-                raise _Stale from exc
+                raise _Taken from exc
             row = await cur.fetchone()
             if row is None or row[0] != 1:
                 raise _Stale
@@ -479,8 +556,13 @@ class _Events(_Facet):
         except _Stale:
             self._w._known.forget(run_id)
             return None
+        except _Taken:
+            # An assumption failed, not (as far as we know) the memory: the locked
+            # path compares the remembered counters with the row's and forgets
+            # the run only if someone else wrote it.
+            return None
         self._w._known.remember(plan)
-        return BatchResult(events=tuple(plan.events), run=plan.run, unseen=())
+        return plan
 
     async def _unseen(
         self, conn: Conn, run_id: str, seen_seq: int | None, before: Snapshot

@@ -2,8 +2,9 @@
 
 :class:`_View` answers from rows a write prefetched under the run's row lock;
 :class:`_KnownView` answers from what this process remembers of a run
-(:class:`KnownRuns`) and raises :class:`_Unknown` for anything it does not
-remember, so the write is decided under the lock instead.
+(:class:`_KnownRuns`: the run, its unfinished steps, live hooks and waiting
+waits) and raises :class:`_Unknown` for anything it cannot answer, so the write
+is decided under the lock instead.
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _postgres_codec as codec
-from ._entities import HookRecord, RunRecord, Snapshot, StepRecord, WaitRecord
+from ._entities import (
+    HookRecord,
+    HookStatuses,
+    RunRecord,
+    Snapshot,
+    StepRecord,
+    WaitRecord,
+    WaitStatuses,
+)
 from ._events import (
     HOOK_TYPES,
     RUN_TERMINAL_TYPES,
@@ -22,6 +31,8 @@ from ._events import (
     EventRequest,
     EventType,
 )
+from ._guards import Plan
+from ._known import KnownRuns
 from ._postgres_codec import EVENT_COLUMNS, RUN_SELECT
 
 if TYPE_CHECKING:
@@ -178,21 +189,93 @@ class _Unknown(Exception):
     """The remembered state cannot answer: decide the write under the row lock instead."""
 
 
-class _KnownView(_RunView):
-    """The guards' StateView over what this process remembers of a run (:class:`KnownRuns`).
+class _KnownRuns(KnownRuns):
+    """:class:`KnownRuns` that also keeps each run's live hooks and waiting waits.
 
-    A step it does not remember is taken to be new; the write then inserts it
-    without ``ON CONFLICT``, so if it existed after all the statement fails and
-    nothing is written.  Hooks, waits and tokens are not remembered: a write
-    that asks about them is decided under the row lock.
+    What is kept of a run's entities is only ever trusted together with the
+    run's remembered counters (the one-statement write checks them), so it is
+    dropped whenever the run is: forgotten, or no longer remembered when a new
+    plan comes in (evicted meanwhile: anyone may have written it since).
+    """
+
+    def __init__(self, *, runs: int, step_runs: int) -> None:
+        super().__init__(runs=runs, step_runs=step_runs)
+        self._max_entity_runs = step_runs
+        self._entities: dict[str, tuple[dict[str, HookRecord], dict[str, WaitRecord]]] = {}
+
+    def hooks(self, run_id: str) -> dict[str, HookRecord]:
+        """The run's live hooks as of :meth:`run`'s counters (empty: none kept)."""
+        return self._entities.get(run_id, ({}, {}))[0]
+
+    def waits(self, run_id: str) -> dict[str, WaitRecord]:
+        """The run's waiting waits as of :meth:`run`'s counters (empty: none kept)."""
+        return self._entities.get(run_id, ({}, {}))[1]
+
+    def remember(self, plan: Plan) -> None:
+        """Take in a committed plan (call after COMMIT, before anyone else writes the run)."""
+        run_id = plan.run.run_id
+        if self.run(run_id) is None:
+            self.forget(run_id)  # steps or entities kept from before it was evicted
+        super().remember(plan)
+        if not plan.hooks and not plan.waits:
+            return
+        hooks, waits = self._entities.pop(run_id, ({}, {}))  # re-inserted last: the newest
+        for hook_id, hook in plan.hooks.items():
+            if hook.status is HookStatuses.ACTIVE:
+                hooks[hook_id] = hook
+            else:
+                hooks.pop(hook_id, None)
+        for wait_id, wait in plan.waits.items():
+            if wait.status is WaitStatuses.WAITING:
+                waits[wait_id] = wait
+            else:
+                waits.pop(wait_id, None)
+        if hooks or waits:
+            self._entities[run_id] = (hooks, waits)
+            if len(self._entities) > self._max_entity_runs:
+                del self._entities[next(iter(self._entities))]
+
+    def forget(self, run_id: str) -> None:
+        """Drop one run (someone else wrote it)."""
+        super().forget(run_id)
+        self._entities.pop(run_id, None)
+
+    def clear(self) -> None:
+        """Drop everything."""
+        super().clear()
+        self._entities.clear()
+
+
+class _KnownView(_RunView):
+    """The guards' StateView over what this process remembers of a run (:class:`_KnownRuns`).
+
+    A step, hook or wait it does not remember is taken to be new, and a token
+    or resume id to be free; the write then inserts the new rows without
+    ``ON CONFLICT``, so if one existed after all (or a live hook of any run
+    holds the token, or the run already recorded the resume id) a unique index
+    fails the statement and nothing is written.  :meth:`checked_by` says
+    whether a plan's rows carry every such assumption to an index.  The run's
+    active hooks and waiting waits as a whole (asked when the run ends) are not
+    known: that write is decided under the row lock.
     """
 
     def __init__(
-        self, run: RunRecord, counters: Snapshot, steps: dict[str, StepRecord] | None
+        self,
+        run: RunRecord,
+        counters: Snapshot,
+        steps: dict[str, StepRecord] | None,
+        hooks: dict[str, HookRecord] | None = None,
+        waits: dict[str, WaitRecord] | None = None,
     ) -> None:
         super().__init__(run, counters)
         self._steps = steps or {}
+        self._hooks = hooks or {}
+        self._waits = waits or {}
         self.assumed_new: set[str] = set()
+        self.assumed_new_hooks: set[str] = set()
+        self.assumed_new_waits: set[str] = set()
+        self.assumed_free_tokens: set[str] = set()
+        self.assumed_resume_ids: set[str] = set()
 
     def step(self, step_id: str) -> StepRecord | None:
         step = self._steps.get(step_id)
@@ -201,19 +284,52 @@ class _KnownView(_RunView):
         return step
 
     def hook(self, hook_id: str) -> HookRecord | None:
-        raise _Unknown(hook_id)
+        hook = self._hooks.get(hook_id)
+        if hook is None:
+            self.assumed_new_hooks.add(hook_id)
+        return hook
 
     def live_hook_by_token(self, token: str) -> HookRecord | None:
-        raise _Unknown(token)
+        for hook in self._hooks.values():  # only live hooks are kept
+            if hook.token == token:
+                return hook
+        self.assumed_free_tokens.add(token)
+        return None
 
     def wait(self, wait_id: str) -> WaitRecord | None:
-        raise _Unknown(wait_id)
+        wait = self._waits.get(wait_id)
+        if wait is None:
+            self.assumed_new_waits.add(wait_id)
+        return wait
 
     def received_by_resume_id(self, resume_id: str) -> Event | None:
-        raise _Unknown(resume_id)
+        self.assumed_resume_ids.add(resume_id)
+        return None
 
     def active_hooks(self) -> Sequence[HookRecord]:
         raise _Unknown("active hooks")
 
     def waiting_waits(self) -> Sequence[WaitRecord]:
         raise _Unknown("waiting waits")
+
+    def checked_by(self, plan: Plan) -> bool:
+        """Whether ``plan``'s rows put every assumption this view made to a unique index.
+
+        Each entity assumed new is written (as a plain INSERT), each token assumed
+        free is taken by a new hook that stays active (``hooks_live_token``),
+        each resume id assumed unrecorded is on one of the plan's events
+        (``events_resume``).  A token released and taken again in one plan is
+        not: the one statement cannot order the two (the locked path can).
+        """
+        new_hooks = [h for k, h in plan.hooks.items() if k in self.assumed_new_hooks]
+        kept_tokens = {h.token for k, h in plan.hooks.items() if k not in self.assumed_new_hooks}
+        taken = {h.token for h in new_hooks if h.status is HookStatuses.ACTIVE}
+        recorded = {e.data.get("resume_id") for e in plan.events}
+        return (
+            self.assumed_new <= plan.steps.keys()
+            and self.assumed_new_hooks <= plan.hooks.keys()
+            and self.assumed_new_waits <= plan.waits.keys()
+            and self.assumed_free_tokens <= taken
+            and self.assumed_resume_ids <= recorded
+            and not kept_tokens & {h.token for h in new_hooks}
+        )

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -303,6 +304,122 @@ async def test_writes_from_memory_answer_as_the_locked_path_when_another_process
         assert [
             (e.seq, e.type, e.correlation_id) for e in (await pair[0].events.list("r")).events
         ] == [(e.seq, e.type, e.correlation_id) for e in (await oracle.events.list("r")).events]
+    finally:
+        _postgres_views._View.load = original  # type: ignore[method-assign]
+        for world in pair:
+            await world.close()
+
+
+def _hook_and_wait_script() -> list[tuple[int, str, list[EventRequest]]]:
+    """(writer, run, requests): one request is a single write, more a batch.
+
+    Writers 0 and 1 stand for two processes on one database; each line says
+    what it exercises when writer 0 decides from its memory.
+    """
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    created = lambda w: req("wait_created", w, resume_at=at)  # noqa: E731
+    hook = lambda h, t: req("hook_created", h, token=t)  # noqa: E731
+    received = lambda h, r: req("hook_received", h, payload=b"p", resume_id=r)  # noqa: E731
+    early = lambda w: req("wait_completed", w, early=True)  # noqa: E731
+    return [
+        (0, "r", [created("w1")]),  # a new wait: inserted
+        (0, "r", [early("w1")]),  # a remembered wait completes
+        (0, "r", [created("w1")]),  # finished, not remembered, exists: refused on the rows
+        (0, "r", [created("w2")]),
+        (1, "r", [early("w2")]),  # writer 0's memory is now stale
+        (0, "r", [early("w2")]),  # so this is decided on the rows: already completed
+        (0, "r", [early("w9")]),  # no such wait
+        (0, "r", [hook("h1", "t1")]),  # a new hook, its token free
+        (0, "r", [received("h1", "r1")]),  # a remembered hook; resume id not recorded yet
+        (0, "r", [received("h1", "r1")]),  # the same resume again: collapses on the first
+        (0, "r", [received("h1", "r2"), received("h1", "r2")]),  # a batch may not repeat it
+        (0, "r", [hook("h2", "t1")]),  # this run's live hook holds t1: a conflict
+        (1, "q", [hook("hq", "t2")]),  # another run takes t2
+        (0, "r", [hook("h3", "t2")]),  # t2 assumed free: the index says no, a conflict
+        (0, "r", [req("hook_disposed", "h1")]),
+        (0, "r", [hook("h4", "t1")]),  # t1 free again
+        (0, "r", [received("h1", "r3")]),  # disposed: not remembered
+        (0, "r", [created("w3"), created("w4")]),
+        (
+            0,
+            "r",
+            [early("w3"), req("step_created", "s1", step_name="f", input=b"i"), created("w5")],
+        ),
+        (1, "r", [hook("h5", "t5")]),
+        (0, "r", [received("h5", "r5")]),  # decided on the rows: writer 1 made h5
+        (0, "r", [received("h5", "r6")]),  # then from memory again
+    ]
+
+
+async def _one_or_batch(world: Any, run_id: str, requests: list[EventRequest]) -> object:
+    if len(requests) > 1:
+        return await _outcome(world, run_id, requests)
+    try:
+        result = await world.events.create(run_id, requests[0])
+    except WorldError as exc:
+        return type(exc).__name__
+    event = result.event
+    return (event.seq, event.type.value, event.correlation_id, result.allocated)
+
+
+async def test_hook_and_wait_writes_from_memory_answer_as_the_locked_path(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sleeps' and hooks' writes decided from memory, with another process writing too.
+
+    Each is one statement (one round trip, one commit), and every answer equals
+    the in-memory World's.
+    """
+    from durasim.worlds import MemoryWorld
+
+    schema = new_schema()
+    pair = [await PostgresWorld(dsn, schema=schema).open() for _ in range(2)]
+    oracle = MemoryWorld()
+    loads = 0
+    original = _postgres_views._View.load
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal loads
+        loads += 1
+        return await original(*args, **kwargs)
+
+    statements = 0
+    execute = psycopg.AsyncCursor.execute
+
+    async def sent(*args: Any, **kwargs: Any) -> Any:
+        nonlocal statements
+        statements += 1
+        return await execute(*args, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", sent)
+
+    try:
+        for world in (pair[0], oracle):
+            await _start_run(world, "r")
+            await _start_run(world, "q")
+        _postgres_views._View.load = counted  # type: ignore[method-assign]
+        read = []
+        for writer, run_id, requests in _hook_and_wait_script():
+            before, sent_before = loads, statements
+            got = await _one_or_batch(pair[writer], run_id, requests)
+            if loads == before:
+                assert statements - sent_before == 1, requests
+            assert got == await _one_or_batch(oracle, run_id, requests), (writer, requests)
+            read.append(loads - before)
+        # Decided from memory (no read): a new wait, a remembered wait's completion,
+        # a new hook, a resume, a dispose, a batch of waits, the last resume.
+        # 0: decided from memory, in one statement; 1: on the rows, under the lock
+        # (after stale memory, a refusal, a failed assumption, or writer 1's first).
+        assert read == [0, 0, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 1, 1, 0]
+        pair[0]._check()
+        for run_id in ("r", "q"):
+            assert [
+                (e.seq, e.type, e.correlation_id, e.data)
+                for e in (await pair[0].events.list(run_id)).events
+            ] == [
+                (e.seq, e.type, e.correlation_id, e.data)
+                for e in (await oracle.events.list(run_id)).events
+            ]
     finally:
         _postgres_views._View.load = original  # type: ignore[method-assign]
         for world in pair:
