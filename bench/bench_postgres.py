@@ -50,6 +50,9 @@ clock; results go into docs/benchmarks.md by hand, with the command and the mach
   records ``monotonic() - stamp``.  So it is enqueue call -> claim returned,
   including the enqueue's commit, the NOTIFY, the child's ``next_due`` read and
   its claim transaction.  Median and p99 of 200.
+- **in turns** (``--turns ROUNDS`` runs only this): per round the bare loop,
+  one ``sequential(1000)`` run on one worker process, and one DBOS run; the
+  median of the per-round ratios is what issue 22's targets are judged by.
 - **DBOS Transact** on the same server (``bench/peers/dbos_postgres.py`` in the
   peers' venv; its system database is a separate database on this server):
   ``sequential(1000)`` of ``@DBOS.step`` functions, median of ``--repeat``.
@@ -517,6 +520,59 @@ def dbos(python: Path, url: str, repeat: int) -> dict[str, Any]:
     return json.loads([x for x in done.stdout.splitlines() if x.startswith("{")][-1])  # type: ignore[no-any-return]
 
 
+async def turns(args: argparse.Namespace, rounds: int) -> dict[str, Any]:
+    """Issue 22's PostgreSQL targets, each beside its floor or peer, ``rounds`` times in turns.
+
+    Every round, one after the other: the bare INSERT+COMMIT loop, one run of
+    ``sequential(1000)`` on one ``durasim worker`` process (started once, idle
+    between runs), and DBOS's ``sequential(1000)`` (one run, ``--peers-python``).
+    The ratios of each round are taken and their median reported: this VM's
+    load drifts within minutes, and a ratio inside one round drifts less.
+    """
+    ensure_database(args.dsn, BENCH_DB)
+    ensure_database(args.dsn, DBOS_DB)
+    dsn = with_database(args.dsn, BENCH_DB)
+    schema = f"bench_{secrets.token_hex(4)}"
+    url = f"{as_url(dsn)}?schema={schema}"
+    dbos_url = as_url(with_database(args.dsn, DBOS_DB))
+    per: dict[str, list[float]] = {}
+    loads = [os.getloadavg()]
+    world = await PostgresWorld(dsn, schema=schema, pool_size=2).open()
+    procs = Workers(url, 1, 4)
+    try:
+        for index in range(rounds):
+            per.setdefault("bare", []).append(bare_round_trips(dsn, schema))
+            per.setdefault("durasim", []).append(await batch(world, 1, N))
+            theirs = dbos(args.peers_python, dbos_url, 1).get("results", [{}])[0]
+            if "steps_per_s" in theirs:
+                per.setdefault("dbos", []).append(theirs["steps_per_s"])
+                per.setdefault("durasim/dbos", []).append(per["durasim"][-1] / per["dbos"][-1])
+            per.setdefault("durasim/bare", []).append(per["durasim"][-1] / per["bare"][-1])
+            loads.append(os.getloadavg())
+            print(f"  round {index + 1}: " + ", ".join(f"{k} {v[-1]:.3g}" for k, v in per.items()))
+    finally:
+        procs.stop()
+        await world.close()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    med = {key: statistics.median(values) for key, values in per.items()}
+
+    def met(yes: bool) -> str:
+        return "met" if yes else "NOT met"
+
+    print(f"issue 22 PostgreSQL targets, {rounds} rounds in turns (medians; ratios per round):")
+    print(
+        f"  1 worker {med['durasim']:.0f} steps/s, bare INSERT+COMMIT {med['bare']:.0f}/s: "
+        f"{med['durasim/bare']:.2f} (goal 0.8: {met(med['durasim/bare'] >= 0.8)})"
+    )
+    if "durasim/dbos" in med:
+        print(
+            f"  DBOS {med['dbos']:.0f} steps/s: durasim/DBOS {med['durasim/dbos']:.2f}x (goal 5: "
+            f"{'met' if med['durasim/dbos'] >= 5 else 'NOT met'})"
+        )
+    return {"git": git_head(), "rounds": rounds, "per_round": per, "medians": med, "loadavg": loads}
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     repeat = 1 if args.quick else args.repeat
     ensure_database(args.dsn, BENCH_DB)
@@ -585,8 +641,13 @@ if __name__ == "__main__":
     parser.add_argument("--dsn", default=DEFAULT_DSN)
     parser.add_argument("--peers-python", type=Path, default=DEFAULT_PEERS_PYTHON)
     parser.add_argument("--profile", action="store_true", help="only statements per operation")
+    parser.add_argument(
+        "--turns", type=int, metavar="ROUNDS", help="only the targets: bare, durasim, DBOS in turns"
+    )
     arguments = parser.parse_args()
-    if arguments.profile:
+    if arguments.turns:
+        out = asyncio.run(turns(arguments, arguments.turns))
+    elif arguments.profile:
         out = asyncio.run(profile_only(arguments.dsn))
     else:
         out = asyncio.run(main(arguments))
