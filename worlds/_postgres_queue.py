@@ -241,14 +241,16 @@ class PostgresQueue(_Facet):
         return "leased" if await cur.fetchone() is not None else None
 
     async def ack(self, delivery: Delivery) -> None:
-        async def body(conn: Conn) -> int:
+        async def body(conn: Conn) -> int | None:
             cur = await conn.execute(
                 "DELETE FROM messages WHERE message_id = %s AND lease_id = %s",
                 (delivery.message_id, delivery.lease_id),
             )
-            return cur.rowcount
+            return None if cur.rowcount == 1 else cur.rowcount
 
-        if await self._w._transact(body, landed=self._settled(delivery)) != 1:
+        # One autocommit statement (no BEGIN/COMMIT round trips); None: it deleted
+        # the message, or was cut off after the message was gone (_settled).
+        if await self._w._transact(body, landed=self._settled(delivery), single=True) is not None:
             raise _lease_lost(delivery)
 
     def _settled(self, delivery: Delivery) -> Any:
