@@ -339,8 +339,7 @@ class Scheduler:
         if self.halted is not None:
             return False  # the idle point reports it
         candidates = self._candidates()
-        labels = [_label(c) for c in candidates] if self._labeled is not None else ()
-        chosen = candidates[self._choose(len(candidates), "schedule", labels)]
+        chosen = candidates[self._choose(len(candidates), "schedule", self._labels(candidates))]
         if chosen is parked and self.faults.left <= 0:
             return True
         injected = len(self.faults.injected)
@@ -425,8 +424,7 @@ class Scheduler:
                 candidates = self._candidates()
                 if not candidates:
                     return
-            labels = [_label(c) for c in candidates] if self._labeled is not None else ()
-            index = self._choose(len(candidates), "schedule", labels)
+            index = self._choose(len(candidates), "schedule", self._labels(candidates))
             self._act(candidates[index])
             return
         self._quiescent()
@@ -449,6 +447,12 @@ class Scheduler:
             raise ValueError(f"choice source answered {index} to choose({n})")
         self.choice_log.append((n, index))
         return index
+
+    def _labels(self, candidates: list[Parked | QueueSlot]) -> Sequence[str]:
+        """The candidates' labels for a labeled source (none asked for one candidate)."""
+        if self._labeled is None or len(candidates) == 1:
+            return ()
+        return [_label(c) for c in candidates]
 
     def _candidates(self) -> list[Parked | QueueSlot]:
         found: list[Parked | QueueSlot] = [p for p in self._parked.values() if not p.held]

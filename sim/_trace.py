@@ -116,6 +116,22 @@ class Trace:
         """sha256 of :meth:`text` (hex)."""
         return hashlib.sha256(self.text().encode()).hexdigest()
 
+    def same_text(self, other: Trace) -> bool:
+        """Whether ``other`` renders to the same :meth:`text` (rendered only if it may not).
+
+        Rows that are equal in everything a line shows, with values of types
+        whose line depends on their value alone, render alike; anything else
+        (another row count, a float or a container in a payload, another start
+        of the clock) is settled by rendering both texts.
+        """
+        rows, others = self._rows, other._rows
+        alike = (
+            len(rows) == len(others)
+            and self._clock.micros_at(0) == other._clock.micros_at(0)
+            and all(map(_render_alike, rows, others))
+        )
+        return alike or self.text() == other.text()
+
     def _render_row(
         self, kind: str, at_seconds: float, text: str, event: Event | None, writer: str, *_: Any
     ) -> str:
@@ -143,3 +159,39 @@ class Trace:
         if len(shown) > _CLIP:
             shown = shown[: _CLIP - 3] + "..."
         return f"{key}={shown}"
+
+
+#: Payload value types whose rendering depends on the value alone (equal values, equal text).
+_PLAIN_TYPES = frozenset({str, bytes, int, bool, datetime, type(None)})
+
+
+def _render_alike(
+    row: tuple[str, float, str, Event | None, str, int],
+    other: tuple[str, float, str, Event | None, str, int],
+) -> bool:
+    """Whether two rows surely render to the same line (False: maybe not)."""
+    if row[:3] != other[:3] or row[4] != other[4]:
+        return False
+    event, theirs = row[3], other[3]
+    if event is None or theirs is None:
+        return event is theirs
+    if (event.seq, event.run_id, event.type, event.correlation_id, event.in_band) != (
+        theirs.seq,
+        theirs.run_id,
+        theirs.type,
+        theirs.correlation_id,
+        theirs.in_band,
+    ) or len(event.data) != len(theirs.data):
+        return False
+    for (key, value), (their_key, their_value) in zip(
+        event.data.items(), theirs.data.items(), strict=True
+    ):
+        kind = type(value)
+        if (
+            key != their_key
+            or kind is not type(their_value)
+            or kind not in _PLAIN_TYPES
+            or value != their_value
+        ):
+            return False
+    return True

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, Mapping, ValuesView
 from datetime import datetime
 from typing import Any, Final, TypeAlias
 
@@ -135,6 +135,15 @@ class Payload(Mapping[str, Any]):
     def get(self, key: str, default: Any = None) -> Any:
         """The value for ``key``, or ``default``."""
         return self._items.get(key, default)
+
+    # The Mapping mixin's views look every key up again through __getitem__.
+    def items(self) -> ItemsView[str, Any]:
+        """The (key, value) pairs, in order (a read-only view)."""
+        return self._items.items()
+
+    def values(self) -> ValuesView[Any]:
+        """The values, in order (a read-only view)."""
+        return self._items.values()
 
     def __hash__(self) -> int:
         return hash(tuple(sorted(self._items.items())))
