@@ -784,7 +784,10 @@ class _Hooks:
         return hook  # type: ignore[no-any-return]
 
     async def get_by_token(self, token: str) -> HookRecord:
-        raw = await self.w.call("hooks.getByToken", token)
+        try:
+            raw = await self.w.call("hooks.getByToken", token)
+        except HookNotFound as exc:  # durasim's refusal names the token it was asked
+            raise HookNotFound(str(exc), token=token) from None
         run_id = self.w.ids.durasim(raw.get("runId"))
         folded = await _folded(self.w, run_id)
         hook = folded.hooks.get(raw.get("hookId"))
