@@ -39,9 +39,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from durasim.worlds import Event, EventType
+from durasim.worlds import Event, EventType, Types
 
-from ._event_types import T
 from .serialization import PREFIX, ClassRegistry, FrozenValues, SerializationError, deserialize
 
 __all__ = ["RUN_INPUT_RECORD", "LogRecords", "RunPayloads", "decode_payload", "refers_to_records"]
@@ -49,9 +48,9 @@ __all__ = ["RUN_INPUT_RECORD", "LogRecords", "RunPayloads", "decode_payload", "r
 
 #: The payload field of each event whose payload is a record ``@<seq>``.
 _RECORD_FIELDS: dict[EventType, str] = {
-    T.RUN_CREATED: "input",
-    T.STEP_COMPLETED: "result",
-    T.HOOK_RECEIVED: "payload",
+    Types.RUN_CREATED: "input",
+    Types.STEP_COMPLETED: "result",
+    Types.HOOK_RECEIVED: "payload",
 }
 #: ``run_created`` is the first event of every log (docs/protocol.md §4.1).
 RUN_INPUT_RECORD = "@1"
@@ -74,7 +73,7 @@ class LogRecords:
 
     def add(self, event: Event) -> None:
         """Take the record ``event`` carries, if any (events in log order)."""
-        if event.type is T.STEP_CREATED:
+        if event.type is Types.STEP_CREATED:
             key = event.correlation_id or ""
             data = event.data.get("input")
             if not key or key.startswith("@"):
@@ -154,7 +153,7 @@ class RunPayloads:
     def note(self, event: Event) -> None:
         """Take the next event of the log the replay consumes (before it is handled)."""
         self.records.add(event)
-        if event.type is T.STEP_CREATED:
+        if event.type is Types.STEP_CREATED:
             key = event.correlation_id or ""
             computed = self._computed.pop(key, None)
             if computed is not None and computed != event.data.get("input"):

@@ -24,6 +24,7 @@ __all__ = [
     "EventRequest",
     "EventType",
     "Payload",
+    "Types",
     "check_correlation_id",
     "check_run_id",
     "check_stream_name",
