@@ -153,6 +153,20 @@ class Payload(Mapping[str, Any]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (Payload, (self._items,))
 
+    def first(self, key: str, value: Any) -> Payload:
+        """A copy with ``key`` set to ``value`` and placed first (the schema's order)."""
+        merged = {key: value}
+        for name, item in self._items.items():
+            if name != key:
+                merged[name] = item
+        return _owned(merged)
+
+    def last(self, key: str, value: Any) -> Payload:
+        """A copy with ``key`` set to ``value`` and placed last (the schema's order)."""
+        merged = {name: item for name, item in self._items.items() if name != key}
+        merged[key] = value
+        return _owned(merged)
+
     def replace(self, **changes: Any) -> Payload:
         """A copy with ``changes`` applied (a value of ``None`` removes the key)."""
         merged = dict(self._items)
@@ -162,6 +176,13 @@ class Payload(Mapping[str, Any]):
             else:
                 merged[key] = value
         return Payload(merged)
+
+
+def _owned(items: dict[str, Any]) -> Payload:
+    """A Payload that takes ``items`` as its own (nothing else may hold the dict)."""
+    payload = Payload.__new__(Payload)
+    payload._items = items
+    return payload
 
 
 @attrs.frozen(kw_only=True)
