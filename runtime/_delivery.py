@@ -373,7 +373,7 @@ class RunDelivery:
         if not written or written[0] != provisional:
             writer.stale = True
             return False
-        if requests[-1].type.value == "run_failed":
+        if requests[-1].type is Types.RUN_FAILED:
             _log_run_failed(writer.run_id, replay.outcome()[1], "USER_ERROR")
         launch(written)
         await _dispatch(world, writer.run_id, queued, self.deployment)
@@ -452,7 +452,7 @@ class RunDelivery:
     async def finish(self, replay: Replay) -> None:
         request = _terminal_request(replay)
         await self.writer.write(request)
-        if request.type.value == "run_failed":
+        if request.type is Types.RUN_FAILED:
             _log_run_failed(self.writer.run_id, replay.outcome()[1], "USER_ERROR")
 
     async def fail(self, error: BaseException, code: str) -> None:

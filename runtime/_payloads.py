@@ -42,6 +42,7 @@ from typing import Any
 from durasim.worlds import Event, EventType, Types
 
 from .serialization import PREFIX, ClassRegistry, FrozenValues, SerializationError, deserialize
+from .serialization._api import NOT_PLAIN, loads_plain, plain_scalar
 
 __all__ = ["RUN_INPUT_RECORD", "LogRecords", "RunPayloads", "decode_payload", "refers_to_records"]
 
@@ -188,7 +189,7 @@ class RunPayloads:
         """
         data = event.data[_RECORD_FIELDS[event.type]]
         key = f"@{event.seq}"
-        if self._through_refused(data):
+        if self._refused and self._through_refused(data):
             # This replay's numbering of a refused input is not the log's: read
             # the payload from the recorded bytes; nothing may refer to it either.
             self._refused.add(key)
@@ -230,7 +231,8 @@ class RunPayloads:
                 log seen does not hold.
         """
         if data[: len(_PLAIN_HEAD)] == _PLAIN_HEAD:
-            return deserialize(data, registry=self._registry)  # nothing frozen to index
+            value = loads_plain(data)  # nothing frozen to index
+            return deserialize(data, registry=self._registry) if value is NOT_PLAIN else value
         # Index under the key only the recorded bytes themselves: later records
         # (and the step's result) refer to the log's numbering of them.
         if record is not None and self.records.get(record) != data:
@@ -246,6 +248,9 @@ class RunPayloads:
         indexes it): a result made from the input is then written as references
         or a delta.
         """
+        scalar = plain_scalar(value)  # refers to nothing: no reader needed
+        if scalar is not None:
+            return scalar
         return self._reading().serialize(value, record=None, root=root)
 
     def _reading(self) -> FrozenValues:

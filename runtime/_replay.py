@@ -296,12 +296,13 @@ class Replay:
             )
         self.consumed = event.seq
         self.payloads.note(event)
-        self.loop.set_time(_seconds(event.created_at))
+        self.loop.set_time(event.created_at.timestamp())
         handler = _HANDLERS.get(event.type)
         if handler is None:
             raise self._diverged(event, "this runtime does not handle it yet")
         handler(self, event)
-        self._run()
+        if self.loop.has_ready():
+            self._run()
 
     def _run(self) -> None:
         if not self.loop.has_ready():

@@ -115,7 +115,8 @@ class Payload(Mapping[str, Any]):
     __slots__ = ("_items",)
 
     def __init__(self, items: Mapping[str, Any] | None = None) -> None:
-        if isinstance(items, Payload):
+        # ``type() is`` first: Payload is an ABC, so isinstance() is a Python-level call.
+        if type(items) is Payload or isinstance(items, Payload):
             self._items: dict[str, Any] = items._items  # immutable: safe to share
         else:
             self._items = dict(items) if items else {}
@@ -141,7 +142,7 @@ class Payload(Mapping[str, Any]):
         return hash(tuple(sorted(self._items.items())))
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Payload):
+        if type(other) is Payload or isinstance(other, Payload):
             return self._items == other._items
         if isinstance(other, Mapping):
             return self._items == dict(other)
@@ -240,7 +241,14 @@ class EventRequest:
         cls, type: EventType | str, correlation_id: str | None = None, **data: Any
     ) -> EventRequest:
         """A validated request; raises :class:`InvalidRequest` naming what is wrong."""
-        return validate_request(type, correlation_id, data)
+        # validate_request's two paths, called directly (this runs three times a step).
+        try:
+            request = _validate_common(type, correlation_id, data)
+        except InvalidRequest:
+            request = None
+        if request is None:
+            request = _validate_full(type, correlation_id, data, world=False)
+        return request
 
 
 # --- payload schema -----------------------------------------------------------

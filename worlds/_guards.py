@@ -23,9 +23,11 @@ from ._entities import (
     HookRecord,
     HookStatuses,
     RunRecord,
+    RunStatus,
     RunStatuses,
     Snapshot,
     StepRecord,
+    StepStatus,
     StepStatuses,
     WaitRecord,
     WaitStatuses,
@@ -77,6 +79,9 @@ _STEP_CHANGES = frozenset({T.STEP_STARTED, T.STEP_RETRYING, T.STEP_COMPLETED, T.
 _STEP_ENDS = frozenset({T.STEP_COMPLETED, T.STEP_FAILED})
 _HOOK_CHANGES = frozenset({T.HOOK_RECEIVED, T.HOOK_DISPOSED})
 _HOOK_TOUCHES = frozenset({T.HOOK_CREATED, T.HOOK_RECEIVED, T.HOOK_DISPOSED})
+#: The terminal statuses (``status.terminal`` is a property: a Python call per test).
+_RUN_ENDED = frozenset(s for s in RunStatus if s.terminal)
+_STEP_ENDED = frozenset(s for s in StepStatus if s.terminal)
 
 #: Event types a batch may not carry (each may turn into something else or
 #: appends nothing: their outcome must be seen alone).
@@ -319,7 +324,7 @@ def _plan_one(
             plan.touched = view.hook(cid) if cid else None
             return
 
-    if run.status.terminal:
+    if run.status in _RUN_ENDED:
         if kind is T.RUN_CANCELLED and run.status is RunStatuses.CANCELLED:
             return  # tolerated: cancelling a cancelled run appends nothing
         _refuse_on_terminal_run(run, request)
@@ -355,13 +360,13 @@ def _plan_one(
             raise StepNotFound(
                 f"run {run_id!r} has no step {cid!r}: write step_created first", run_id=run_id
             )
-        if step.status.terminal:
+        if step.status in _STEP_ENDED:
             raise EntityConflict(
                 f"run {run_id!r}: step {cid!r} is {step.status.value}; a terminal step "
                 f"accepts no {kind.value}",
                 run_id=run_id,
             )
-        if run.status.terminal and (
+        if run.status in _RUN_ENDED and (
             step.status is not StepStatuses.RUNNING or kind not in _STEP_ENDS
         ):
             raise RunExpired(

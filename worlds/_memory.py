@@ -179,7 +179,9 @@ class MemoryWorld:
         return record
 
     def _store(self, run_id: str, plan: Plan) -> None:
-        record = self._runs.setdefault(run_id, _RunRecord(state=FoldedRun()))
+        record = self._runs.get(run_id)
+        if record is None:
+            record = self._runs[run_id] = _RunRecord(state=FoldedRun())
         state = record.state
         record.events.extend(plan.events)
         state.run = plan.run
