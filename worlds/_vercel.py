@@ -508,9 +508,14 @@ class VercelWorld:
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
-def vercel_run_id(now: datetime) -> str:
-    """A ``wrun_<ULID>`` stamped ``now`` (the virtual clock), as Vercel's clients mint them."""
-    value = (int(now.timestamp() * 1000) << 80) | secrets.randbits(80)
+def vercel_run_id(now: datetime, sequence: int) -> str:
+    """A ``wrun_<ULID>`` stamped ``now`` (the virtual clock), as Vercel's clients mint them.
+
+    Its random part is ``sequence``, the World's count of minted ids: ids increase in the
+    order they are minted, as from the monotonic ULID factory of Vercel's client, and the
+    same calls mint the same ids (a World's answers depend on its calls only).
+    """
+    value = (int(now.timestamp() * 1000) << 80) | (sequence & ((1 << 80) - 1))
     chars = []
     for _ in range(26):
         chars.append(_CROCKFORD[value & 31])
@@ -535,7 +540,7 @@ def _vercel_id_for_creation(kind: str, run_id: str | None, ids: _Ids, now: datet
         return run_id
     with ids.lock:
         if run_id not in ids.to_vercel:
-            ids.add(run_id, vercel_run_id(now))
+            ids.add(run_id, vercel_run_id(now, len(ids.to_vercel)))
     return ids.to_vercel[run_id]
 
 
@@ -772,7 +777,10 @@ class _Hooks:
         return hook  # type: ignore[no-any-return]
 
     async def get_by_token(self, token: str) -> HookRecord:
-        raw = await self.w.call("hooks.getByToken", token)
+        try:
+            raw = await self.w.call("hooks.getByToken", token)
+        except HookNotFound as exc:  # Vercel's error names no token: the refusal's facts do
+            raise HookNotFound(str(exc), token=token) from None
         run_id = self.w.ids.durasim(raw.get("runId"))
         folded = await _folded(self.w, run_id)
         hook = folded.hooks.get(raw.get("hookId"))
