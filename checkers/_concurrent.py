@@ -57,7 +57,7 @@ from ._linear import (
     render_outcome,
 )
 
-__all__ = ["ConcurrencyResult", "ConcurrencyWitness", "run_concurrency"]
+__all__ = ["ConcurrencyResult", "ConcurrencyWitness", "replay_witness", "run_concurrency"]
 
 #: Seconds a group may take before it is reported as stuck (a deadlock, a lost wake-up).
 GROUP_TIMEOUT = 60.0
@@ -433,6 +433,53 @@ def _open(factory: WorldFactory, setup: WorldSetup, wanted: int) -> tuple[list[_
         first.close()
         raise
     return [first, second], ""
+
+
+def replay_witness(
+    factory: WorldFactory,
+    witness: ConcurrencyWitness,
+    *,
+    tries: int = 20,
+    before_try: Callable[[], None] | None = None,
+    timeout: float = GROUP_TIMEOUT,
+) -> tuple[Record, ...] | None:
+    """Run ``witness``'s group again on a fresh World until it shows the same anomaly.
+
+    For a reproduction outside durasim (a recording World replays the calls of the
+    run that showed it).  ``before_try`` is called before each run.  Returns that
+    run's history, or ``None`` when no run of ``tries`` showed the anomaly (a race
+    that did not happen again).
+    """
+    factory = check_factory(factory)
+    directory = Path(tempfile.mkdtemp(prefix="durasim-concurrency-"))
+    clock = FixedClock()
+    setup = WorldSetup(
+        clock=clock, ids=CountingIds(), max_deliveries=1_000_000, directory=directory
+    )
+    opened: list[_Instance] = []
+    runner: _Runner | None = None
+    try:
+        opened, _ = _open(factory, setup, witness.instances)
+        runner = _Runner(opened, clock, timeout)
+        for attempt in range(tries):
+            if before_try is not None:
+                before_try()
+            try:
+                records = runner.run(witness.group, f"c{witness.group.number}r{attempt}")
+            except _Stuck:
+                return None
+            anomaly, _ = _check(records, clock)
+            if anomaly is not None and anomaly.name == witness.anomaly.name:
+                return tuple(records)
+            clock.advance(1)
+        return None
+    finally:
+        for instance in opened:
+            if runner is not None and runner.stuck:
+                instance.abandon()
+            else:
+                instance.close()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def run_concurrency(

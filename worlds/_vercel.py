@@ -898,6 +898,8 @@ class VercelFactory:
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     #: The calls of each contract test's first World, by test name (for reproductions).
     transcripts: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
+    #: When set, the next Worlds record their calls under this name (not the test's).
+    record_as: str | None = attrs.field(default=None, init=False)
     _info: dict[str, Any] | None = attrs.field(default=None, init=False)
 
     def probe(self) -> dict[str, Any]:
@@ -1049,11 +1051,44 @@ class VercelFactory:
         world = VercelWorld(host, info, clock=setup.clock, directory=setup.directory)
         test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit("::", 1)[-1]
         test = test.rsplit(" (", 1)[0]
-        if test and test not in self.transcripts:
+        if self.record_as is not None:
+            host.transcript = self.transcripts.setdefault(self.record_as, [])
+        elif test and test not in self.transcripts:
             host.transcript = self.transcripts[test] = []
         if self.database_url is not None:
             world.on_close = lambda: self._release(setup)
         return world
+
+    def run_script(
+        self, script: Path, *, timeout: float = 300.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a plain-Node script against this package, as a user who installed it would.
+
+        The script is copied into the package's install directory (where its bare
+        ``import`` resolves) and run with Node; for world-postgres it gets a scratch
+        database set up by the package (``WORKFLOW_POSTGRES_URL``).
+        """
+        package = self.package
+        env = dict(os.environ)
+        with tempfile.TemporaryDirectory(prefix="durasim-vercel-") as scratch:
+            setup = WorldSetup(clock=SystemClock(), ids=_NoIds(), directory=Path(scratch))
+            if self.database_url is not None:
+                env["WORKFLOW_POSTGRES_URL"] = self._postgres_config(setup)["connectionString"]
+            copy = package.directory / f".durasim-script-{secrets.token_hex(4)}.mjs"
+            copy.write_text(script.read_text())
+            try:
+                return subprocess.run(  # noqa: S603 -- node on a script durasim wrote
+                    [require_node(), str(copy)],
+                    cwd=package.directory,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    check=False,
+                )
+            finally:
+                copy.unlink(missing_ok=True)
+                self._release(setup)
 
 
 class _NoIds:
