@@ -76,6 +76,7 @@ def concurrency_layer(context: LayerContext) -> LayerReport:
         reproduction=witness.render(headline=False),
         seed=str(seed),
         rerun=f"{rerun} --layers concurrency --seed {seed}",
+        witness=witness,
     )
     return LayerReport(
         name="concurrency",

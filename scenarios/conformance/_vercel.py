@@ -26,10 +26,9 @@ from typing import Any
 
 import attrs
 
-from durasim.checkers import replay_witness, run_concurrency
+from durasim.checkers import ConcurrencyWitness, replay_witness
 from durasim.worlds import VercelFactory
 
-from ._layers_durability import CONCURRENCY_GROUPS, CONCURRENCY_GROUPS_PER_EXAMPLE
 from ._report import ConformanceReport, Finding
 from ._run import run_conformance
 
@@ -266,7 +265,7 @@ def run_vercel_conformance(
     for finding in violations:
         rounds = 1
         if finding.layer == "concurrency":
-            transcript = _race_transcript(factory, finding, examples=examples, seed=seed, only=only)
+            transcript = _race_transcript(factory, finding)
             rounds = RACE_ROUNDS
         else:
             transcript = factory.transcripts.get(finding.name.split("::")[-1])
@@ -293,19 +292,14 @@ def run_vercel_conformance(
     )
 
 
-def _race_transcript(
-    factory: VercelFactory, finding: Finding, *, examples: int | None, seed: int, only: str | None
-) -> list[dict[str, Any]] | None:
+def _race_transcript(factory: VercelFactory, finding: Finding) -> list[dict[str, Any]] | None:
     """The calls of a run of the concurrency layer's witness that showed its anomaly again.
 
-    The layer is run again with its seed (same groups, same shrinking) for the witness,
-    whose group then runs on a recording World until the anomaly shows (``None`` if the
-    race did not happen again).
+    The witness's group runs on a fresh recording World until the anomaly shows
+    (``None`` if the race did not happen again in :func:`replay_witness`'s tries).
     """
-    groups = CONCURRENCY_GROUPS if examples is None else CONCURRENCY_GROUPS_PER_EXAMPLE * examples
-    result = run_concurrency(factory, groups=groups, seed=seed, only=only)
-    witness = result.failure
-    if witness is None or witness.anomaly.name not in finding.name:
+    witness = finding.witness
+    if not isinstance(witness, ConcurrencyWitness):
         return None
     name = f"concurrency: {finding.name}"
     transcript: list[dict[str, Any]] = []
