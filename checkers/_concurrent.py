@@ -141,6 +141,8 @@ class ConcurrencyResult:
         kinds: how many groups of each kind ran.
         instances: World instances that issued the calls.
         failure: the shrunk witness of the first anomaly, or ``None``.
+        failures: with ``every_kind``, the witness of the first anomaly of each kind of
+            group, in the order found (otherwise ``failure`` alone).
         undecided: groups whose search ran out of budget (not failures).
         note: how the World was opened (one instance, and why).
         seconds: wall time.
@@ -150,6 +152,7 @@ class ConcurrencyResult:
     kinds: dict[str, int]
     instances: int
     failure: ConcurrencyWitness | None = None
+    failures: tuple[ConcurrencyWitness, ...] = ()
     undecided: int = 0
     note: str = ""
     seconds: float = 0.0
@@ -491,6 +494,7 @@ def run_concurrency(
     instances: int = 2,
     timeout: float = GROUP_TIMEOUT,
     progress: Callable[[int, int], None] | None = None,
+    every_kind: bool = False,
 ) -> ConcurrencyResult:
     """Run ``groups`` seeded concurrent groups on the World; the first anomaly, shrunk.
 
@@ -505,9 +509,12 @@ def run_concurrency(
         timeout: seconds a group may take; one that takes longer is reported
             as ``stuck`` (a deadlock, a lost wake-up) and ends the run.
         progress: called with ``(groups done, groups)`` after each group.
+        every_kind: go on after an anomaly with the other kinds of groups (lifecycle
+            writes, tokens, resumes, reads...), skipping the kind that showed it: one
+            witness per kind in ``.failures``.  A stuck group still ends the run.
 
     Returns:
-        A :class:`ConcurrencyResult`; ``.failure`` holds the shrunk witness.
+        A :class:`ConcurrencyResult`; ``.failure`` holds the (first) shrunk witness.
     """
     factory = check_factory(factory)
     started = time.perf_counter()
@@ -520,7 +527,7 @@ def run_concurrency(
     runner: _Runner | None = None
     kinds: Counter[str] = Counter()
     undecided = 0
-    failure: ConcurrencyWitness | None = None
+    failures: list[ConcurrencyWitness] = []
     note = ""
     try:
         opened, note = _open(factory, setup, instances)
@@ -529,11 +536,13 @@ def run_concurrency(
         runner = _Runner(opened, clock, timeout)
         for number in range(groups if chosen else 0):
             group = make_group(seed, number, caps, chosen)
+            if any(found.group.kind == group.kind for found in failures):
+                continue  # every_kind: this kind has shown its anomaly
             kinds[group.kind] += 1
             try:
                 records = runner.run(group, f"c{number}")
             except _Stuck:
-                failure = _stuck(group, seed, len(opened), timeout)
+                failures.append(_stuck(group, seed, len(opened), timeout))
                 break
             anomaly, verdict = _check(records, clock)
             undecided += verdict.exhausted
@@ -542,16 +551,19 @@ def run_concurrency(
                 shrunk, records, anomaly, verdict = _shrink(
                     runner, group, (records, anomaly, verdict), tries=tries
                 )
-                failure = ConcurrencyWitness(
-                    anomaly=anomaly,
-                    group=shrunk,
-                    records=tuple(records),
-                    linearization=verdict,
-                    seed=seed,
-                    calls_before=_calls(group),
-                    instances=len(opened),
+                failures.append(
+                    ConcurrencyWitness(
+                        anomaly=anomaly,
+                        group=shrunk,
+                        records=tuple(records),
+                        linearization=verdict,
+                        seed=seed,
+                        calls_before=_calls(group),
+                        instances=len(opened),
+                    )
                 )
-                break
+                if not every_kind or runner.stuck:
+                    break
             if progress is not None:
                 progress(number + 1, groups)
             clock.advance(1)
@@ -568,7 +580,8 @@ def run_concurrency(
         groups=sum(kinds.values()),
         kinds=dict(kinds),
         instances=len(opened),
-        failure=failure,
+        failure=failures[0] if failures else None,
+        failures=tuple(failures),
         undecided=undecided,
         note=note,
         seconds=time.perf_counter() - started,

@@ -147,7 +147,12 @@ class VercelVerdict:
             if finding.reproduction:
                 lines += ["durasim reproduction:", finding.reproduction.rstrip()]
             if finding.name in self.repros:
-                lines.append("plain-Node reproduction: written with --repro DIR (or below)")
+                lines.append("plain-Node reproduction: written with --repro DIR")
+            elif finding.witness is not None:
+                lines.append(
+                    "plain-Node reproduction: none (the race did not show again in "
+                    "20 replays of its witness)"
+                )
         if self.differences:
             lines += ["", "documented differences (vercel_profiles.json):"]
             by_reason: dict[str, int] = {}
