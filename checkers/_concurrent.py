@@ -446,27 +446,28 @@ def replay_witness(
     before_try: Callable[[], None] | None = None,
     timeout: float = GROUP_TIMEOUT,
 ) -> tuple[Record, ...] | None:
-    """Run ``witness``'s group again on a fresh World until it shows the same anomaly.
+    """Run ``witness``'s group again, each time on a fresh World, until it shows the anomaly.
 
-    For a reproduction outside durasim (a recording World replays the calls of the
-    run that showed it).  ``before_try`` is called before each run.  Returns that
-    run's history, or ``None`` when no run of ``tries`` showed the anomaly (a race
-    that did not happen again).
+    For a reproduction outside durasim: a recording World holds the calls of a run that
+    showed it, from an empty World (nothing earlier groups left behind).  ``before_try``
+    is called before each run.  Returns that run's history, or ``None`` when no run of
+    ``tries`` showed the anomaly (a race that did not happen again, or one that needed
+    what earlier groups had left in the World).
     """
     factory = check_factory(factory)
-    directory = Path(tempfile.mkdtemp(prefix="durasim-concurrency-"))
-    clock = FixedClock()
-    setup = WorldSetup(
-        clock=clock, ids=CountingIds(), max_deliveries=1_000_000, directory=directory
-    )
-    opened: list[_Instance] = []
-    runner: _Runner | None = None
-    try:
-        opened, _ = _open(factory, setup, witness.instances)
-        runner = _Runner(opened, clock, timeout)
-        for attempt in range(tries):
-            if before_try is not None:
-                before_try()
+    for attempt in range(tries):
+        if before_try is not None:
+            before_try()
+        directory = Path(tempfile.mkdtemp(prefix="durasim-concurrency-"))
+        clock = FixedClock()
+        setup = WorldSetup(
+            clock=clock, ids=CountingIds(), max_deliveries=1_000_000, directory=directory
+        )
+        opened: list[_Instance] = []
+        runner: _Runner | None = None
+        try:
+            opened, _ = _open(factory, setup, witness.instances)
+            runner = _Runner(opened, clock, timeout)
             try:
                 records = runner.run(witness.group, f"c{witness.group.number}r{attempt}")
             except _Stuck:
@@ -474,15 +475,14 @@ def replay_witness(
             anomaly, _ = _check(records, clock)
             if anomaly is not None and anomaly.name == witness.anomaly.name:
                 return tuple(records)
-            clock.advance(1)
-        return None
-    finally:
-        for instance in opened:
-            if runner is not None and runner.stuck:
-                instance.abandon()
-            else:
-                instance.close()
-        shutil.rmtree(directory, ignore_errors=True)
+        finally:
+            for instance in opened:
+                if runner is not None and runner.stuck:
+                    instance.abandon()
+                else:
+                    instance.close()
+            shutil.rmtree(directory, ignore_errors=True)
+    return None
 
 
 def run_concurrency(

@@ -524,13 +524,17 @@ def vercel_run_id(now: datetime, sequence: int) -> str:
 
 
 def _vercel_id_for_creation(kind: str, run_id: str | None, ids: _Ids, now: datetime) -> Any:
-    """The run id a ``run_created`` sends: durasim's own mapped to a Vercel id, or as given.
+    """The run id an event write sends: durasim's own mapped to a Vercel id, or as given.
 
     A durasim-legal id Vercel cannot take (``r1``) gets a Vercel id minted here and kept
     BEFORE the call, so concurrent creations of one durasim id send one Vercel id and
-    Vercel judges the duplicate.  A malformed id goes through, for Vercel's rules to judge.
+    Vercel judges the duplicate.  Any event write mints it, not only ``run_created``: a
+    write racing ahead of its run's creation must reach the same Vercel run (Vercel then
+    judges a write to a run it does not have).  A malformed id goes through, for Vercel's
+    rules to judge.
     """
-    if kind != "run_created" or run_id is None or run_id in ids.to_vercel:
+    del kind  # every event type maps alike
+    if run_id is None or run_id in ids.to_vercel:
         return ids.vercel(run_id)
     try:
         check_run_id(run_id)
