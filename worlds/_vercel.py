@@ -520,9 +520,14 @@ class VercelWorld:
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
-def vercel_run_id(now: datetime) -> str:
-    """A ``wrun_<ULID>`` stamped ``now`` (the virtual clock), as Vercel's clients mint them."""
-    value = (int(now.timestamp() * 1000) << 80) | secrets.randbits(80)
+def vercel_run_id(now: datetime, sequence: int) -> str:
+    """A ``wrun_<ULID>`` stamped ``now`` (the virtual clock), as Vercel's clients mint them.
+
+    Its random part is ``sequence``, the World's count of minted ids: ids increase in the
+    order they are minted, as from the monotonic ULID factory of Vercel's client, and the
+    same calls mint the same ids (a World's answers depend on its calls only).
+    """
+    value = (int(now.timestamp() * 1000) << 80) | (sequence & ((1 << 80) - 1))
     chars = []
     for _ in range(26):
         chars.append(_CROCKFORD[value & 31])
@@ -531,13 +536,17 @@ def vercel_run_id(now: datetime) -> str:
 
 
 def _vercel_id_for_creation(kind: str, run_id: str | None, ids: _Ids, now: datetime) -> Any:
-    """The run id a ``run_created`` sends: durasim's own mapped to a Vercel id, or as given.
+    """The run id an event write sends: durasim's own mapped to a Vercel id, or as given.
 
     A durasim-legal id Vercel cannot take (``r1``) gets a Vercel id minted here and kept
     BEFORE the call, so concurrent creations of one durasim id send one Vercel id and
-    Vercel judges the duplicate.  A malformed id goes through, for Vercel's rules to judge.
+    Vercel judges the duplicate.  Any event write mints it, not only ``run_created``: a
+    write racing ahead of its run's creation must reach the same Vercel run (Vercel then
+    judges a write to a run it does not have).  A malformed id goes through, for Vercel's
+    rules to judge.
     """
-    if kind != "run_created" or run_id is None or run_id in ids.to_vercel:
+    del kind  # every event type maps alike
+    if run_id is None or run_id in ids.to_vercel:
         return ids.vercel(run_id)
     try:
         check_run_id(run_id)
@@ -547,7 +556,7 @@ def _vercel_id_for_creation(kind: str, run_id: str | None, ids: _Ids, now: datet
         return run_id
     with ids.lock:
         if run_id not in ids.to_vercel:
-            ids.add(run_id, vercel_run_id(now))
+            ids.add(run_id, vercel_run_id(now, len(ids.to_vercel)))
     return ids.to_vercel[run_id]
 
 
@@ -786,7 +795,7 @@ class _Hooks:
     async def get_by_token(self, token: str) -> HookRecord:
         try:
             raw = await self.w.call("hooks.getByToken", token)
-        except HookNotFound as exc:  # durasim's refusal names the token it was asked
+        except HookNotFound as exc:  # Vercel's error names no token: the refusal's facts do
             raise HookNotFound(str(exc), token=token) from None
         run_id = self.w.ids.durasim(raw.get("runId"))
         folded = await _folded(self.w, run_id)
@@ -1055,6 +1064,8 @@ class VercelFactory:
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     #: The calls of each contract test's first World, by test name (for reproductions).
     transcripts: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
+    #: When set, the next Worlds record their calls under this name (not the test's).
+    record_as: str | None = attrs.field(default=None, init=False)
     _info: dict[str, Any] | None = attrs.field(default=None, init=False)
 
     def probe(self) -> dict[str, Any]:
@@ -1223,11 +1234,44 @@ class VercelFactory:
         world.database_clock = clock
         test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit("::", 1)[-1]
         test = test.rsplit(" (", 1)[0]
-        if test and test not in self.transcripts:
+        if self.record_as is not None:
+            host.transcript = self.transcripts.setdefault(self.record_as, [])
+        elif test and test not in self.transcripts:
             host.transcript = self.transcripts[test] = []
         if self.database_url is not None:
             world.on_close = lambda: self._release(setup)
         return world
+
+    def run_script(
+        self, script: Path, *, timeout: float = 300.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a plain-Node script against this package, as a user who installed it would.
+
+        The script is copied into the package's install directory (where its bare
+        ``import`` resolves) and run with Node; for world-postgres it gets a scratch
+        database set up by the package (``WORKFLOW_POSTGRES_URL``).
+        """
+        package = self.package
+        env = dict(os.environ)
+        with tempfile.TemporaryDirectory(prefix="durasim-vercel-") as scratch:
+            setup = WorldSetup(clock=SystemClock(), ids=_NoIds(), directory=Path(scratch))
+            if self.database_url is not None:
+                env["WORKFLOW_POSTGRES_URL"] = self._postgres_config(setup)["connectionString"]
+            copy = package.directory / f".durasim-script-{secrets.token_hex(4)}.mjs"
+            copy.write_text(script.read_text())
+            try:
+                return subprocess.run(  # noqa: S603 -- node on a script durasim wrote
+                    [require_node(), str(copy)],
+                    cwd=package.directory,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    check=False,
+                )
+            finally:
+                copy.unlink(missing_ok=True)
+                self._release(setup)
 
 
 class _NoIds:

@@ -136,9 +136,8 @@ def contract_layer(context: LayerContext) -> LayerReport:
     for nodeid in provider.order:
         outcome, text = provider.outcomes[nodeid]
         name = nodeid.rsplit("::", 1)[-1]
-        # the test file's name and the test (a parameter may hold a '/': '[../x]')
-        path, sep, test = nodeid.partition("::")
-        case = path.rsplit("/", 1)[-1] + sep + test
+        path, _, test = nodeid.partition("::")  # a parameter may hold a "/" ("../x")
+        case = f"{path.rsplit('/', 1)[-1]}::{test}"
         if outcome == "passed":
             passed += 1
             cases.append(Case(name=case, outcome="passed"))
