@@ -1256,7 +1256,8 @@ class VercelFactory:
         with tempfile.TemporaryDirectory(prefix="durasim-vercel-") as scratch:
             setup = WorldSetup(clock=SystemClock(), ids=_NoIds(), directory=Path(scratch))
             if self.database_url is not None:
-                env["WORKFLOW_POSTGRES_URL"] = self._postgres_config(setup)["connectionString"]
+                postgres, _ = self._postgres_config(setup)
+                env["WORKFLOW_POSTGRES_URL"] = postgres["connectionString"]
             copy = package.directory / f".durasim-script-{secrets.token_hex(4)}.mjs"
             copy.write_text(script.read_text())
             try:
