@@ -27,7 +27,7 @@
 from durasim.worlds._public import publish as _publish
 
 from ._anomalies import ANOMALIES, Anomaly, name_anomaly, read_anomalies
-from ._concurrent import ConcurrencyResult, ConcurrencyWitness, run_concurrency
+from ._concurrent import ConcurrencyResult, ConcurrencyWitness, replay_witness, run_concurrency
 from ._crash import (
     DEFAULT_CRASH_OPS,
     DEFAULT_CRASH_TRIALS,
@@ -148,6 +148,7 @@ __all__ = [
     "replay_histories",
     "replay_history",
     "replay_in_fresh_process",
+    "replay_witness",
     "replay_world",
     "run_concurrency",
     "run_world_model",

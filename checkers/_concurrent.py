@@ -57,7 +57,7 @@ from ._linear import (
     render_outcome,
 )
 
-__all__ = ["ConcurrencyResult", "ConcurrencyWitness", "run_concurrency"]
+__all__ = ["ConcurrencyResult", "ConcurrencyWitness", "replay_witness", "run_concurrency"]
 
 #: Seconds a group may take before it is reported as stuck (a deadlock, a lost wake-up).
 GROUP_TIMEOUT = 60.0
@@ -141,6 +141,8 @@ class ConcurrencyResult:
         kinds: how many groups of each kind ran.
         instances: World instances that issued the calls.
         failure: the shrunk witness of the first anomaly, or ``None``.
+        failures: with ``every_kind``, the witness of the first anomaly of each kind of
+            group, in the order found (otherwise ``failure`` alone).
         undecided: groups whose search ran out of budget (not failures).
         note: how the World was opened (one instance, and why).
         seconds: wall time.
@@ -150,6 +152,7 @@ class ConcurrencyResult:
     kinds: dict[str, int]
     instances: int
     failure: ConcurrencyWitness | None = None
+    failures: tuple[ConcurrencyWitness, ...] = ()
     undecided: int = 0
     note: str = ""
     seconds: float = 0.0
@@ -435,6 +438,53 @@ def _open(factory: WorldFactory, setup: WorldSetup, wanted: int) -> tuple[list[_
     return [first, second], ""
 
 
+def replay_witness(
+    factory: WorldFactory,
+    witness: ConcurrencyWitness,
+    *,
+    tries: int = 20,
+    before_try: Callable[[], None] | None = None,
+    timeout: float = GROUP_TIMEOUT,
+) -> tuple[Record, ...] | None:
+    """Run ``witness``'s group again, each time on a fresh World, until it shows the anomaly.
+
+    For a reproduction outside durasim: a recording World holds the calls of a run that
+    showed it, from an empty World (nothing earlier groups left behind).  ``before_try``
+    is called before each run.  Returns that run's history, or ``None`` when no run of
+    ``tries`` showed the anomaly (a race that did not happen again, or one that needed
+    what earlier groups had left in the World).
+    """
+    factory = check_factory(factory)
+    for attempt in range(tries):
+        if before_try is not None:
+            before_try()
+        directory = Path(tempfile.mkdtemp(prefix="durasim-concurrency-"))
+        clock = FixedClock()
+        setup = WorldSetup(
+            clock=clock, ids=CountingIds(), max_deliveries=1_000_000, directory=directory
+        )
+        opened: list[_Instance] = []
+        runner: _Runner | None = None
+        try:
+            opened, _ = _open(factory, setup, witness.instances)
+            runner = _Runner(opened, clock, timeout)
+            try:
+                records = runner.run(witness.group, f"c{witness.group.number}r{attempt}")
+            except _Stuck:
+                return None
+            anomaly, _ = _check(records, clock)
+            if anomaly is not None and anomaly.name == witness.anomaly.name:
+                return tuple(records)
+        finally:
+            for instance in opened:
+                if runner is not None and runner.stuck:
+                    instance.abandon()
+                else:
+                    instance.close()
+            shutil.rmtree(directory, ignore_errors=True)
+    return None
+
+
 def run_concurrency(
     factory: WorldFactory,
     *,
@@ -444,6 +494,7 @@ def run_concurrency(
     instances: int = 2,
     timeout: float = GROUP_TIMEOUT,
     progress: Callable[[int, int], None] | None = None,
+    every_kind: bool = False,
 ) -> ConcurrencyResult:
     """Run ``groups`` seeded concurrent groups on the World; the first anomaly, shrunk.
 
@@ -458,9 +509,12 @@ def run_concurrency(
         timeout: seconds a group may take; one that takes longer is reported
             as ``stuck`` (a deadlock, a lost wake-up) and ends the run.
         progress: called with ``(groups done, groups)`` after each group.
+        every_kind: go on after an anomaly with the other kinds of groups (lifecycle
+            writes, tokens, resumes, reads...), skipping the kind that showed it: one
+            witness per kind in ``.failures``.  A stuck group still ends the run.
 
     Returns:
-        A :class:`ConcurrencyResult`; ``.failure`` holds the shrunk witness.
+        A :class:`ConcurrencyResult`; ``.failure`` holds the (first) shrunk witness.
     """
     factory = check_factory(factory)
     started = time.perf_counter()
@@ -473,7 +527,7 @@ def run_concurrency(
     runner: _Runner | None = None
     kinds: Counter[str] = Counter()
     undecided = 0
-    failure: ConcurrencyWitness | None = None
+    failures: list[ConcurrencyWitness] = []
     note = ""
     try:
         opened, note = _open(factory, setup, instances)
@@ -482,11 +536,13 @@ def run_concurrency(
         runner = _Runner(opened, clock, timeout)
         for number in range(groups if chosen else 0):
             group = make_group(seed, number, caps, chosen)
+            if any(found.group.kind == group.kind for found in failures):
+                continue  # every_kind: this kind has shown its anomaly
             kinds[group.kind] += 1
             try:
                 records = runner.run(group, f"c{number}")
             except _Stuck:
-                failure = _stuck(group, seed, len(opened), timeout)
+                failures.append(_stuck(group, seed, len(opened), timeout))
                 break
             anomaly, verdict = _check(records, clock)
             undecided += verdict.exhausted
@@ -495,16 +551,19 @@ def run_concurrency(
                 shrunk, records, anomaly, verdict = _shrink(
                     runner, group, (records, anomaly, verdict), tries=tries
                 )
-                failure = ConcurrencyWitness(
-                    anomaly=anomaly,
-                    group=shrunk,
-                    records=tuple(records),
-                    linearization=verdict,
-                    seed=seed,
-                    calls_before=_calls(group),
-                    instances=len(opened),
+                failures.append(
+                    ConcurrencyWitness(
+                        anomaly=anomaly,
+                        group=shrunk,
+                        records=tuple(records),
+                        linearization=verdict,
+                        seed=seed,
+                        calls_before=_calls(group),
+                        instances=len(opened),
+                    )
                 )
-                break
+                if not every_kind or runner.stuck:
+                    break
             if progress is not None:
                 progress(number + 1, groups)
             clock.advance(1)
@@ -521,7 +580,8 @@ def run_concurrency(
         groups=sum(kinds.values()),
         kinds=dict(kinds),
         instances=len(opened),
-        failure=failure,
+        failure=failures[0] if failures else None,
+        failures=tuple(failures),
         undecided=undecided,
         note=note,
         seconds=time.perf_counter() - started,

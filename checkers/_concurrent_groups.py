@@ -176,12 +176,16 @@ class _Builder:
                 options["occurred_at"] = timedelta(seconds=-1)
         if self.rng.random() < 0.25:
             options["seen_seq"] = self.rng.randint(0, self.length[run_id])
-        if self.rng.random() < 0.15:  # a strict write: refused once the log moved
+        # a strict write (refused once the log moved), if the World declares them; the
+        # draw is made either way, so a seed's workload is otherwise the same
+        if self.rng.random() < 0.15 and self.caps.conditional_writes:
             options["expected_seq"] = self.length[run_id] - (self.rng.random() < 0.3)
         return options
 
     def write(self, run_id: str, request: Req, *, fenced: bool = True) -> None:
-        """A concurrent ``events.create``."""
+        """A concurrent ``events.create`` (none of ``attr_set`` if the World declares none)."""
+        if request.type == "attr_set" and not self.caps.attr_set:
+            return
         self.race("events.create", run_id, request, **(self.fence(run_id) if fenced else {}))
 
     def batch(self, run_id: str, requests: list[Req]) -> None:

@@ -29,6 +29,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -488,17 +489,24 @@ class WorldModel(_RaceRules, _QueueRules, RuleBasedStateMachine):
     )
     @recorded
     def page_runs(self, name: str | None, status: Any, limit: int) -> None:
-        """Page through ``runs.list`` with filters."""
-        cursor = None
-        for _ in range(6):
+        """Page through ``runs.list`` with filters.
 
-            def list_runs(w: World, c: str | None = cursor) -> Awaitable[RunPage]:
-                return w.runs.list(workflow_name=name, status=status, limit=limit, cursor=c)
+        A cursor is opaque (protocol.md section 8): each World pages with its own, and
+        the pages are compared with the cursor reduced to whether there is one.
+        """
+        cursors: dict[int, str | None] = {}
 
-            page = self.both(list_runs, f"runs.list(cursor={cursor!r})")
+        async def list_runs(w: World) -> RunPage:
+            page = await w.runs.list(
+                workflow_name=name, status=status, limit=limit, cursor=cursors.get(id(w))
+            )
+            cursors[id(w)] = page.cursor
+            return attrs.evolve(page, cursor=None if page.cursor is None else "<opaque>")
+
+        for number in range(6):
+            page = self.both(list_runs, f"runs.list(page {number + 1})")
             if page is None or page.cursor is None:
                 return
-            cursor = page.cursor
 
     # -- everything observable ---------------------------------------------------------------
 

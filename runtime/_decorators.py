@@ -199,7 +199,8 @@ class StepFunction(Generic[P, R_co]):
         caller = STEP_CALLER.get()
         if caller is None:
             return self.__durasim_function__(*args, **kwargs)
-        closure = closure_of(self.__durasim_function__)
+        fn = self.__durasim_function__
+        closure = closure_of(fn) if fn.__closure__ else {}  # most steps capture nothing
         result: Any = caller.call_step(definition, tuple(args), dict(kwargs), closure=closure)
         return result  # type: ignore[no-any-return]
 

@@ -25,11 +25,11 @@ from durasim.worlds import (
     EventRequest,
     Payload,
     StaleView,
+    Types,
     World,
 )
 
 from ._errors import ReplayDivergence
-from ._event_types import T
 from ._metadata import STEP_WORLD, WorkflowMetadata
 from ._replay import (
     BATCHABLE,
@@ -145,7 +145,7 @@ class RunDelivery:
         def launch(written: list[Event]) -> None:
             """Note the steps these events created running: their bodies start below."""
             for event in written:
-                if event.type is T.STEP_STARTED and not writer.stale:
+                if event.type is Types.STEP_STARTED and not writer.stale:
                     starts.append((replay.steps[event.correlation_id or ""], event))
                     report.steps_run += 1
 
@@ -373,7 +373,7 @@ class RunDelivery:
         if not written or written[0] != provisional:
             writer.stale = True
             return False
-        if requests[-1].type.value == "run_failed":
+        if requests[-1].type is Types.RUN_FAILED:
             _log_run_failed(writer.run_id, replay.outcome()[1], "USER_ERROR")
         launch(written)
         await _dispatch(world, writer.run_id, queued, self.deployment)
@@ -398,7 +398,7 @@ class RunDelivery:
             if not run:
                 return
             requests, queued = _creations(run, capacity, limits)
-            capacity -= sum(1 for r in requests if r.type is T.STEP_STARTED)
+            capacity -= sum(1 for r in requests if r.type is Types.STEP_STARTED)
             launch(await writer.write_batch(requests))
             await _dispatch(world, writer.run_id, queued, self.deployment)
             run.clear()
@@ -452,7 +452,7 @@ class RunDelivery:
     async def finish(self, replay: Replay) -> None:
         request = _terminal_request(replay)
         await self.writer.write(request)
-        if request.type.value == "run_failed":
+        if request.type is Types.RUN_FAILED:
             _log_run_failed(self.writer.run_id, replay.outcome()[1], "USER_ERROR")
 
     async def fail(self, error: BaseException, code: str) -> None:

@@ -69,7 +69,8 @@ class RunDeterminism:
 
     def active(self) -> _Active:
         """Make this run's clock and randomness the thread's while workflow code runs."""
-        _install_once()
+        if not _installed:
+            _install_once()
         return _Active(self)
 
 

@@ -37,13 +37,13 @@ from durasim.worlds import (
     CorruptedLog,
     Event,
     EventRequest,
+    Types,
     World,
 )
 
 from ._authoring import find_workflow
 from ._delivery import RunDelivery
 from ._errors import ReplayDivergence
-from ._event_types import T
 from ._metadata import WorkflowMetadata
 from ._replay import Replay
 from ._settlement import DeliveryStatus
@@ -243,9 +243,9 @@ async def run_delivery(
         log.error("run %s: %s; leaving it to a worker that has it", run_id, exc)
         report.status = _UNAVAILABLE
         return
-    if not any(e.type is T.RUN_STARTED for e in events):
+    if not any(e.type is Types.RUN_STARTED for e in events):
         await writer.write(EventRequest.of("run_started"))
-    started = next(e for e in events if e.type is T.RUN_STARTED).created_at
+    started = next(e for e in events if e.type is Types.RUN_STARTED).created_at
     delivery.metadata = WorkflowMetadata(
         run_id=run_id,
         workflow_id=definition.workflow_id,

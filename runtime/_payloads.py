@@ -39,19 +39,19 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from durasim.worlds import Event, EventType
+from durasim.worlds import Event, EventType, Types
 
-from ._event_types import T
 from .serialization import PREFIX, ClassRegistry, FrozenValues, SerializationError, deserialize
+from .serialization._api import NOT_PLAIN, loads_plain, plain_scalar
 
 __all__ = ["RUN_INPUT_RECORD", "LogRecords", "RunPayloads", "decode_payload", "refers_to_records"]
 
 
 #: The payload field of each event whose payload is a record ``@<seq>``.
 _RECORD_FIELDS: dict[EventType, str] = {
-    T.RUN_CREATED: "input",
-    T.STEP_COMPLETED: "result",
-    T.HOOK_RECEIVED: "payload",
+    Types.RUN_CREATED: "input",
+    Types.STEP_COMPLETED: "result",
+    Types.HOOK_RECEIVED: "payload",
 }
 #: ``run_created`` is the first event of every log (docs/protocol.md §4.1).
 RUN_INPUT_RECORD = "@1"
@@ -74,7 +74,7 @@ class LogRecords:
 
     def add(self, event: Event) -> None:
         """Take the record ``event`` carries, if any (events in log order)."""
-        if event.type is T.STEP_CREATED:
+        if event.type is Types.STEP_CREATED:
             key = event.correlation_id or ""
             data = event.data.get("input")
             if not key or key.startswith("@"):
@@ -154,7 +154,7 @@ class RunPayloads:
     def note(self, event: Event) -> None:
         """Take the next event of the log the replay consumes (before it is handled)."""
         self.records.add(event)
-        if event.type is T.STEP_CREATED:
+        if event.type is Types.STEP_CREATED:
             key = event.correlation_id or ""
             computed = self._computed.pop(key, None)
             if computed is not None and computed != event.data.get("input"):
@@ -189,7 +189,7 @@ class RunPayloads:
         """
         data = event.data[_RECORD_FIELDS[event.type]]
         key = f"@{event.seq}"
-        if self._through_refused(data):
+        if self._refused and self._through_refused(data):
             # This replay's numbering of a refused input is not the log's: read
             # the payload from the recorded bytes; nothing may refer to it either.
             self._refused.add(key)
@@ -231,7 +231,8 @@ class RunPayloads:
                 log seen does not hold.
         """
         if data[: len(_PLAIN_HEAD)] == _PLAIN_HEAD:
-            return deserialize(data, registry=self._registry)  # nothing frozen to index
+            value = loads_plain(data)  # nothing frozen to index
+            return deserialize(data, registry=self._registry) if value is NOT_PLAIN else value
         # Index under the key only the recorded bytes themselves: later records
         # (and the step's result) refer to the log's numbering of them.
         if record is not None and self.records.get(record) != data:
@@ -247,6 +248,9 @@ class RunPayloads:
         indexes it): a result made from the input is then written as references
         or a delta.
         """
+        scalar = plain_scalar(value)  # refers to nothing: no reader needed
+        if scalar is not None:
+            return scalar
         return self._reading().serialize(value, record=None, root=root)
 
     def _reading(self) -> FrozenValues:

@@ -30,13 +30,12 @@ from typing import Any
 
 import attrs
 
-from durasim.worlds import STRING_LIMITS, Event, EventType, check_text, check_token
+from durasim.worlds import STRING_LIMITS, Event, EventType, Types, check_text, check_token
 
 from ._authoring import STEP_CALLER, StepDef, WorkflowDef
 from ._compare import first_difference, short
 from ._determinism import RunDeterminism, wall_perf_counter
 from ._errors import ReplayDivergence
-from ._event_types import T
 from ._hooks import HookConflict, HookState, new_token
 from ._loop import WorkflowLoop
 from ._metadata import WORKFLOW_METADATA, WorkflowMetadata
@@ -241,7 +240,9 @@ class Replay:
         for event in events:
             if event.type not in _NOT_PROGRESS and event.seq > self.horizon:
                 self.horizon = event.seq
-            if event.type is T.ATTR_SET and (event.correlation_id or "").startswith(PATCH_PREFIX):
+            if event.type is Types.ATTR_SET and (event.correlation_id or "").startswith(
+                PATCH_PREFIX
+            ):
                 self._recorded_patches.add((event.correlation_id or "")[len(PATCH_PREFIX) :])
             if event.type in _HOOK_BIRTHS and event.correlation_id:
                 self._recorded_tokens[event.correlation_id] = event.data["token"]
@@ -295,12 +296,13 @@ class Replay:
             )
         self.consumed = event.seq
         self.payloads.note(event)
-        self.loop.set_time(_seconds(event.created_at))
+        self.loop.set_time(event.created_at.timestamp())
         handler = _HANDLERS.get(event.type)
         if handler is None:
             raise self._diverged(event, "this runtime does not handle it yet")
         handler(self, event)
-        self._run()
+        if self.loop.has_ready():
+            self._run()
 
     def _run(self) -> None:
         if not self.loop.has_ready():
@@ -648,7 +650,7 @@ class Replay:
         self._open_steps.pop(state.correlation_id, None)
         if state.future.cancelled():
             return
-        if event.type is T.STEP_COMPLETED:
+        if event.type is Types.STEP_COMPLETED:
             state.future.set_result(self.payloads.decode_event(event))
         else:
             error = _decode(event.data["error"])
@@ -853,28 +855,28 @@ def _step_name(event: Event) -> str:
 
 
 #: Events that say nothing about how far the workflow went (see Replay.horizon).
-_NOT_PROGRESS = frozenset({T.RUN_CREATED, T.RUN_STARTED})
-_HOOK_BIRTHS = frozenset({T.HOOK_CREATED, T.HOOK_CONFLICT})
-_NUMBERED = frozenset({T.HOOK_CREATED, T.HOOK_CONFLICT, T.WAIT_CREATED})
+_NOT_PROGRESS = frozenset({Types.RUN_CREATED, Types.RUN_STARTED})
+_HOOK_BIRTHS = frozenset({Types.HOOK_CREATED, Types.HOOK_CONFLICT})
+_NUMBERED = frozenset({Types.HOOK_CREATED, Types.HOOK_CONFLICT, Types.WAIT_CREATED})
 
 _HANDLERS: dict[EventType, Callable[[Replay, Event], None]] = {
-    T.RUN_CREATED: Replay._on_structural,
-    T.RUN_STARTED: Replay._on_structural,
-    T.NOOP: Replay._on_structural,
+    Types.RUN_CREATED: Replay._on_structural,
+    Types.RUN_STARTED: Replay._on_structural,
+    Types.NOOP: Replay._on_structural,
     # The run's end: nothing is waiting for it (a cancel reaches the workflow in part 2).
-    T.RUN_COMPLETED: Replay._on_structural,
-    T.RUN_FAILED: Replay._on_structural,
-    T.RUN_CANCELLED: Replay._on_structural,
-    T.STEP_CREATED: Replay._on_step_created,
-    T.STEP_STARTED: Replay._on_step_started,
-    T.STEP_RETRYING: Replay._on_step_retrying,
-    T.STEP_COMPLETED: Replay._on_step_outcome,
-    T.STEP_FAILED: Replay._on_step_outcome,
-    T.HOOK_CREATED: Replay._on_hook_created,
-    T.HOOK_CONFLICT: Replay._on_hook_conflict,
-    T.HOOK_RECEIVED: Replay._on_hook_received,
-    T.HOOK_DISPOSED: Replay._on_hook_disposed,
-    T.ATTR_SET: Replay._on_attr_set,
-    T.WAIT_CREATED: Replay._on_wait_created,
-    T.WAIT_COMPLETED: Replay._on_wait_completed,
+    Types.RUN_COMPLETED: Replay._on_structural,
+    Types.RUN_FAILED: Replay._on_structural,
+    Types.RUN_CANCELLED: Replay._on_structural,
+    Types.STEP_CREATED: Replay._on_step_created,
+    Types.STEP_STARTED: Replay._on_step_started,
+    Types.STEP_RETRYING: Replay._on_step_retrying,
+    Types.STEP_COMPLETED: Replay._on_step_outcome,
+    Types.STEP_FAILED: Replay._on_step_outcome,
+    Types.HOOK_CREATED: Replay._on_hook_created,
+    Types.HOOK_CONFLICT: Replay._on_hook_conflict,
+    Types.HOOK_RECEIVED: Replay._on_hook_received,
+    Types.HOOK_DISPOSED: Replay._on_hook_disposed,
+    Types.ATTR_SET: Replay._on_attr_set,
+    Types.WAIT_CREATED: Replay._on_wait_created,
+    Types.WAIT_COMPLETED: Replay._on_wait_completed,
 }

@@ -117,15 +117,17 @@ class InBandWriter:
             if self.replay is None or self.replay.consumed > len(self.events) or self.ended:
                 self.stale = True
         self.written += len(mine)
-        if self.replay is not None and not self.stale:
+        landed = [*unseen, *mine] if unseen else mine
+        replay = self.replay if not self.stale else None
+        if replay is not None:
             # A cold replay would hold these too (patch decisions depend on it).
-            self.replay.preload([*unseen, *mine])
-        for event in (*unseen, *mine):
+            replay.preload(landed)
+        for event in landed:
             self.events.append(event)
             # Events the replay already consumed were handed to it ahead of their
             # commit (run-ahead); the caller compares them with what committed.
-            if self.replay is not None and not self.stale and event.seq > self.replay.consumed:
-                self.replay.deliver(event)
+            if replay is not None and event.seq > replay.consumed:
+                replay.deliver(event)
 
 
 @attrs.define(eq=False)

@@ -54,7 +54,8 @@ def add_conformance_arguments(parser: argparse.ArgumentParser) -> None:
         type=arg.path,
         default=None,
         metavar="DIR",
-        help="with --vercel: write a plain-Node reproduction script per violation to DIR",
+        help="with --vercel: write a plain-Node reproduction script per violation to DIR "
+        "and run each once in Node (the report says whether it reproduced)",
     )
     parser.add_argument(
         "--capabilities", type=arg.text, default=None, help="test only these (comma-separated)"
@@ -174,7 +175,10 @@ def cmd_vercel(args: argparse.Namespace) -> int:
     """``durasim conformance --vercel PACKAGE``: the verdict; 0 only without violations."""
     from pathlib import Path  # noqa: PLC0415
 
-    from durasim.scenarios.conformance import run_vercel_conformance  # noqa: PLC0415
+    from durasim.scenarios.conformance import (  # noqa: PLC0415
+        check_repros,
+        run_vercel_conformance,
+    )
     from durasim.worlds import NodeMissing, vercel_factory  # noqa: PLC0415
 
     if args.factory is not None:
@@ -192,6 +196,13 @@ def cmd_vercel(args: argparse.Namespace) -> int:
             only=args.only,
             progress=progress,
         )
+        print(verdict.render())
+        if args.repro:
+            written = verdict.write_repros(Path(args.repro))
+            print(f"{len(written)} plain-Node reproduction(s) written to {args.repro}")
+            for script, reproduced, last in check_repros(factory, written):
+                verb = "reproduces" if reproduced else "does NOT reproduce"
+                print(f"  {script.name}: {verb} in plain Node ({last})")
     except NodeMissing as exc:
         print(f"durasim conformance: {exc}", file=sys.stderr)
         return 2
@@ -200,10 +211,6 @@ def cmd_vercel(args: argparse.Namespace) -> int:
         return 2
     finally:
         factory.close()
-    print(verdict.render())
-    if args.repro:
-        written = verdict.write_repros(Path(args.repro))
-        print(f"{len(written)} plain-Node reproduction(s) written to {args.repro}")
     if args.report:
         try:
             print(f"report written to {write_report(verdict.report, args.report)}")

@@ -227,12 +227,13 @@ def run_example(
         if setup is not None:
             setup()
         again = _make_sim(config, SequenceChoices(answers), world_factory, max_wall_seconds)
+        raised = ""
         try:
             again.run_sync(lambda s: _drive(s, workflow, config))
-            second = again.trace_text
         except Exception as exc:
-            second = f"(the replay raised {_describe(exc)})"
-        if again.trace_hash != trace_hash:
+            raised = f"(the replay raised {_describe(exc)})"
+        if not again.same_trace(sim):
+            second = raised or again.trace_text
             failures.append(("determinism", _first_difference(trace, second)))
     if fresh is not None:
         failures += _fresh_failures(fresh)

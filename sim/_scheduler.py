@@ -280,9 +280,14 @@ class Scheduler:
             # round trip through the loop. Same choices, same trace.
             return
         self._parked[point.ordinal] = parked
-        if not parked.held and not parked.fail and self._idle_next() and self._decide(parked):
-            self._parked.pop(point.ordinal, None)
-            return
+        if not parked.held and not parked.fail and self._idle_next():
+            if self._decide(parked):
+                self._parked.pop(point.ordinal, None)
+                return
+            if parked.future.done():
+                # A fault hit this very task as it was chosen (see _decide): it wakes
+                # through the loop, after what the fault started, as from the idle point.
+                await asyncio.sleep(0)
         try:
             await parked.future
         finally:
@@ -299,15 +304,19 @@ class Scheduler:
     def _idle_next(self) -> bool:
         """Whether, once this task parks, the loop's next step is the idle point.
 
-        True when the loop is quiet (see :meth:`_quiet`) and no World socket is
-        watched: the idle point would then choose among exactly the candidates
-        there are now.
+        True when the loop is settled (see :meth:`_settled`) and no World socket
+        is watched: the idle point would then choose among exactly the
+        candidates there are now (and ask the fault question it would ask).
         """
-        return self._quiet() and not self.loop.io_in_flight()
+        return self._settled() and not self.loop.io_in_flight()
 
     def _quiet(self) -> bool:
-        """No fault or budget question pending, no callback ready, no loop timer due."""
-        if self.faults.left > 0 or self.halted is not None or self._closing:
+        """No fault question pending, and the loop settled (see :meth:`_settled`)."""
+        return self.faults.left <= 0 and self._settled()
+
+    def _settled(self) -> bool:
+        """No budget halt or closing, no callback ready, no loop timer due."""
+        if self.halted is not None or self._closing:
             return False
         return not self.loop._ready and not self._timer_due()  # type: ignore[attr-defined]
 
@@ -319,21 +328,23 @@ class Scheduler:
     def _decide(self, parked: Parked) -> bool:
         """Make the idle point's choice here, without the trip through the loop.
 
-        The candidates, their order and the question asked are the idle
-        point's (``parked`` is the newest parked task); whether ``parked``
-        itself was chosen to go on.  Another choice is acted on (resumed or
-        launched) and ``parked`` waits for its turn as it would have.
+        The candidates, their order and the questions asked (which goes, then
+        whether a fault hits it) are the idle point's (``parked`` is the
+        newest parked task); whether ``parked`` itself was chosen to go on, no
+        fault hitting it.  Another choice is acted on (resumed or launched) and
+        ``parked`` waits for its turn as it would have; so does ``parked`` when
+        a fault hit it (resumed by then: its caller yields to the loop first).
         """
         self._check_wall_budget()
         if self.halted is not None:
             return False  # the idle point reports it
         candidates = self._candidates()
-        labels = [_label(c) for c in candidates] if self._labeled is not None else ()
-        chosen = candidates[self._choose(len(candidates), "schedule", labels)]
-        if chosen is parked:
+        chosen = candidates[self._choose(len(candidates), "schedule", self._labels(candidates))]
+        if chosen is parked and self.faults.left <= 0:
             return True
+        injected = len(self.faults.injected)
         self._act(chosen)
-        return False
+        return chosen is parked and len(self.faults.injected) == injected
 
     @property
     def wall_deadline(self) -> float:
@@ -413,8 +424,7 @@ class Scheduler:
                 candidates = self._candidates()
                 if not candidates:
                     return
-            labels = [_label(c) for c in candidates] if self._labeled is not None else ()
-            index = self._choose(len(candidates), "schedule", labels)
+            index = self._choose(len(candidates), "schedule", self._labels(candidates))
             self._act(candidates[index])
             return
         self._quiescent()
@@ -437,6 +447,12 @@ class Scheduler:
             raise ValueError(f"choice source answered {index} to choose({n})")
         self.choice_log.append((n, index))
         return index
+
+    def _labels(self, candidates: list[Parked | QueueSlot]) -> Sequence[str]:
+        """The candidates' labels for a labeled source (none asked for one candidate)."""
+        if self._labeled is None or len(candidates) == 1:
+            return ()
+        return [_label(c) for c in candidates]
 
     def _candidates(self) -> list[Parked | QueueSlot]:
         found: list[Parked | QueueSlot] = [p for p in self._parked.values() if not p.held]

@@ -591,6 +591,10 @@ class Sim:
         """sha256 of :attr:`trace_text`."""
         return self._core.trace.hash()
 
+    def same_trace(self, other: Sim) -> bool:
+        """Whether ``other``'s :attr:`trace_text` is this one's (rendered only if it may not be)."""
+        return self._core.trace.same_text(other._core.trace)
+
     @property
     def choices_made(self) -> list[tuple[int, int]]:
         """Every choice the scheduler made: ``(candidates, index)``."""

@@ -73,6 +73,11 @@ class Trace:
         # reads costs one tuple per line; entries are built when asked for.
         self._rows: list[tuple[str, float, str, Event | None, str, int]] = []
         self._entries: list[TraceEntry] = []
+        # Each line is rendered once (a row never changes; the clock's epoch neither):
+        # the text and its hash are asked for more than once per simulation.
+        self._lines: list[str] = []
+        self._text = ""
+        self._text_rows = 0
 
     @property
     def entries(self) -> list[TraceEntry]:
@@ -93,28 +98,52 @@ class Trace:
         self._rows.append(("event", self._clock.elapsed, "", event, writer, self._points()))
 
     def lines(self) -> list[str]:
-        """The rendered lines."""
-        return [self._render(e) for e in self.entries]
+        """The rendered lines (a new list each time)."""
+        lines, render = self._lines, self._render_row
+        for row in self._rows[len(lines) :]:
+            lines.append(render(*row))
+        return list(lines)
 
     def text(self) -> str:
         """The whole trace, one line per entry, newline-terminated."""
-        return "".join(line + "\n" for line in self.lines())
+        if self._text_rows != len(self._rows):
+            lines = self.lines()
+            self._text = "".join(line + "\n" for line in lines)
+            self._text_rows = len(lines)
+        return self._text
 
     def hash(self) -> str:
         """sha256 of :meth:`text` (hex)."""
         return hashlib.sha256(self.text().encode()).hexdigest()
 
-    def _render(self, entry: TraceEntry) -> str:
-        at = f"+{entry.at:.6f}s"
-        if entry.event is None:
-            return f"{_MARKS[entry.kind]:<5} {at:>17} {entry.text}"
-        event = entry.event
+    def same_text(self, other: Trace) -> bool:
+        """Whether ``other`` renders to the same :meth:`text` (rendered only if it may not).
+
+        Rows that are equal in everything a line shows, with values of types
+        whose line depends on their value alone, render alike; anything else
+        (another row count, a float or a container in a payload, another start
+        of the clock) is settled by rendering both texts.
+        """
+        rows, others = self._rows, other._rows
+        alike = (
+            len(rows) == len(others)
+            and self._clock.micros_at(0) == other._clock.micros_at(0)
+            and all(map(_render_alike, rows, others))
+        )
+        return alike or self.text() == other.text()
+
+    def _render_row(
+        self, kind: str, at_seconds: float, text: str, event: Event | None, writer: str, *_: Any
+    ) -> str:
+        at = f"+{at_seconds:.6f}s"
+        if event is None:
+            return f"{_MARKS[kind]:<5} {at:>17} {text}"
         position = f"#{event.seq}"
         entity = event.correlation_id or "-"
         payload = " ".join(self._field(k, v) for k, v in event.data.items() if v is not None)
         band = "" if event.in_band else " (oob)"
         line = (
-            f"{position:<5} {at:>17} {event.run_id} {entry.writer:<18} {event.type.value:<15} "
+            f"{position:<5} {at:>17} {event.run_id} {writer:<18} {event.type.value:<15} "
             f"{entity}{band} {payload}"
         )
         return line.rstrip()
@@ -130,3 +159,39 @@ class Trace:
         if len(shown) > _CLIP:
             shown = shown[: _CLIP - 3] + "..."
         return f"{key}={shown}"
+
+
+#: Payload value types whose rendering depends on the value alone (equal values, equal text).
+_PLAIN_TYPES = frozenset({str, bytes, int, bool, datetime, type(None)})
+
+
+def _render_alike(
+    row: tuple[str, float, str, Event | None, str, int],
+    other: tuple[str, float, str, Event | None, str, int],
+) -> bool:
+    """Whether two rows surely render to the same line (False: maybe not)."""
+    if row[:3] != other[:3] or row[4] != other[4]:
+        return False
+    event, theirs = row[3], other[3]
+    if event is None or theirs is None:
+        return event is theirs
+    if (event.seq, event.run_id, event.type, event.correlation_id, event.in_band) != (
+        theirs.seq,
+        theirs.run_id,
+        theirs.type,
+        theirs.correlation_id,
+        theirs.in_band,
+    ) or len(event.data) != len(theirs.data):
+        return False
+    for (key, value), (their_key, their_value) in zip(
+        event.data.items(), theirs.data.items(), strict=True
+    ):
+        kind = type(value)
+        if (
+            key != their_key
+            or kind is not type(their_value)
+            or kind not in _PLAIN_TYPES
+            or value != their_value
+        ):
+            return False
+    return True

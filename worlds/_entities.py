@@ -402,30 +402,30 @@ def evolve(value: _E, **changes: Any) -> _E:
     validators included), a third faster: each class gets a copier generated
     once, which reads the fields by name instead of looping over them.
     """
-    copier = _COPIERS.get(type(value))
+    # One copier per class and set of changed fields (each call site changes the
+    # same ones): it reads the others by name, with no test per field.
+    key = (type(value), tuple(changes))
+    copier = _COPIERS.get(key)
     if copier is None:
-        copier = _COPIERS[type(value)] = _copier(type(value))
+        copier = _COPIERS[key] = _copier(type(value), key[1])
     return copier(value, changes)  # type: ignore[no-any-return]
 
 
-_COPIERS: dict[type, Callable[[Any, dict[str, Any]], Any]] = {}
+_COPIERS: dict[tuple[type, tuple[str, ...]], Callable[[Any, dict[str, Any]], Any]] = {}
 
 
-def _copier(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
+def _copier(cls: type, changed: tuple[str, ...]) -> Callable[[Any, dict[str, Any]], Any]:
     fields = [a for a in attrs.fields(cls) if a.init]
     for a in fields:
         if not (a.name.isidentifier() and a.alias and a.alias.isidentifier()):
             raise TypeError(f"{cls.__name__}.{a.name}: not a plain field")
+    unknown = sorted(set(changed) - {a.name for a in fields})
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field(s) {unknown}")
     arguments = ", ".join(
-        f"{a.alias}=c[{a.name!r}] if {a.name!r} in c else v.{a.name}" for a in fields
+        f"{a.alias}=c[{a.name!r}]" if a.name in changed else f"{a.alias}=v.{a.name}" for a in fields
     )
-    source = (
-        "def copy(v, c):\n"
-        "    if not names.issuperset(c):\n"
-        "        unknown = sorted(set(c) - names)\n"
-        "        raise TypeError(f'{cls.__name__} has no field(s) {unknown}')\n"
-        f"    return cls({arguments})\n"
-    )
-    namespace: dict[str, Any] = {"cls": cls, "names": frozenset(a.name for a in fields)}
+    source = f"def copy(v, c):\n    return cls({arguments})\n"
+    namespace: dict[str, Any] = {"cls": cls}
     exec(compile(source, f"<evolve {cls.__qualname__}>", "exec"), namespace)  # noqa: S102 -- our own source
     return namespace["copy"]  # type: ignore[no-any-return]

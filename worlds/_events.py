@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, Mapping, ValuesView
 from datetime import datetime
 from typing import Any, Final, TypeAlias
 
@@ -24,6 +24,7 @@ __all__ = [
     "EventRequest",
     "EventType",
     "Payload",
+    "Types",
     "check_correlation_id",
     "check_run_id",
     "check_stream_name",
@@ -114,7 +115,8 @@ class Payload(Mapping[str, Any]):
     __slots__ = ("_items",)
 
     def __init__(self, items: Mapping[str, Any] | None = None) -> None:
-        if isinstance(items, Payload):
+        # ``type() is`` first: Payload is an ABC, so isinstance() is a Python-level call.
+        if type(items) is Payload or isinstance(items, Payload):
             self._items: dict[str, Any] = items._items  # immutable: safe to share
         else:
             self._items = dict(items) if items else {}
@@ -136,11 +138,20 @@ class Payload(Mapping[str, Any]):
         """The value for ``key``, or ``default``."""
         return self._items.get(key, default)
 
+    # The Mapping mixin's views look every key up again through __getitem__.
+    def items(self) -> ItemsView[str, Any]:
+        """The (key, value) pairs, in order (a read-only view)."""
+        return self._items.items()
+
+    def values(self) -> ValuesView[Any]:
+        """The values, in order (a read-only view)."""
+        return self._items.values()
+
     def __hash__(self) -> int:
         return hash(tuple(sorted(self._items.items())))
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Payload):
+        if type(other) is Payload or isinstance(other, Payload):
             return self._items == other._items
         if isinstance(other, Mapping):
             return self._items == dict(other)
@@ -152,6 +163,20 @@ class Payload(Mapping[str, Any]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (Payload, (self._items,))
 
+    def first(self, key: str, value: Any) -> Payload:
+        """A copy with ``key`` set to ``value`` and placed first (the schema's order)."""
+        merged = {key: value}
+        for name, item in self._items.items():
+            if name != key:
+                merged[name] = item
+        return _owned(merged)
+
+    def last(self, key: str, value: Any) -> Payload:
+        """A copy with ``key`` set to ``value`` and placed last (the schema's order)."""
+        merged = {name: item for name, item in self._items.items() if name != key}
+        merged[key] = value
+        return _owned(merged)
+
     def replace(self, **changes: Any) -> Payload:
         """A copy with ``changes`` applied (a value of ``None`` removes the key)."""
         merged = dict(self._items)
@@ -161,6 +186,13 @@ class Payload(Mapping[str, Any]):
             else:
                 merged[key] = value
         return Payload(merged)
+
+
+def _owned(items: dict[str, Any]) -> Payload:
+    """A Payload that takes ``items`` as its own (nothing else may hold the dict)."""
+    payload = Payload.__new__(Payload)
+    payload._items = items
+    return payload
 
 
 @attrs.frozen(kw_only=True)
@@ -218,7 +250,14 @@ class EventRequest:
         cls, type: EventType | str, correlation_id: str | None = None, **data: Any
     ) -> EventRequest:
         """A validated request; raises :class:`InvalidRequest` naming what is wrong."""
-        return validate_request(type, correlation_id, data)
+        # validate_request's two paths, called directly (this runs three times a step).
+        try:
+            request = _validate_common(type, correlation_id, data)
+        except InvalidRequest:
+            request = None
+        if request is None:
+            request = _validate_full(type, correlation_id, data, world=False)
+        return request
 
 
 # --- payload schema -----------------------------------------------------------

@@ -23,9 +23,11 @@ from ._entities import (
     HookRecord,
     HookStatuses,
     RunRecord,
+    RunStatus,
     RunStatuses,
     Snapshot,
     StepRecord,
+    StepStatus,
     StepStatuses,
     WaitRecord,
     WaitStatuses,
@@ -51,7 +53,6 @@ from ._events import (
     EventType,
     Payload,
     Types,
-    in_schema_order,
 )
 from ._fold import apply
 
@@ -66,6 +67,11 @@ __all__ = [
 
 T = Types
 
+# Events are built field by field, as attrs would (frozen: each set once, at birth):
+# every value is already of its field's type, so the ``data`` converter has nothing to do.
+_new = Event.__new__
+_set = object.__setattr__
+
 # Sets, not tuples: ``kind in (A, B)`` falls back to str.__eq__ per member.
 _CREATIONS = frozenset({T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED})
 _RUN_ENDS = frozenset({T.RUN_COMPLETED, T.RUN_FAILED})
@@ -73,6 +79,9 @@ _STEP_CHANGES = frozenset({T.STEP_STARTED, T.STEP_RETRYING, T.STEP_COMPLETED, T.
 _STEP_ENDS = frozenset({T.STEP_COMPLETED, T.STEP_FAILED})
 _HOOK_CHANGES = frozenset({T.HOOK_RECEIVED, T.HOOK_DISPOSED})
 _HOOK_TOUCHES = frozenset({T.HOOK_CREATED, T.HOOK_RECEIVED, T.HOOK_DISPOSED})
+#: The terminal statuses (``status.terminal`` is a property: a Python call per test).
+_RUN_ENDED = frozenset(s for s in RunStatus if s.terminal)
+_STEP_ENDED = frozenset(s for s in StepStatus if s.terminal)
 
 #: Event types a batch may not carry (each may turn into something else or
 #: appends nothing: their outcome must be seen alone).
@@ -270,16 +279,17 @@ def _new_event(
     data: Payload | None = None,
     type_: EventType | None = None,
 ) -> Event:
-    event_type = type_ or request.type
-    return Event(
-        run_id=run_id,
-        seq=seq,
-        type=event_type,
-        created_at=at,
-        correlation_id=request.correlation_id,
-        in_band=in_band,
-        data=request.data if data is None else in_schema_order(event_type, data),
-    )
+    # ``data`` is in schema order already: the request's is (validated), and the
+    # guards place each field they add where the schema has it.
+    event = _new(Event)
+    _set(event, "run_id", run_id)
+    _set(event, "seq", seq)
+    _set(event, "type", type_ or request.type)
+    _set(event, "created_at", at)
+    _set(event, "correlation_id", request.correlation_id)
+    _set(event, "in_band", in_band)
+    _set(event, "data", request.data if data is None else data)
+    return event
 
 
 def _plan_one(
@@ -314,12 +324,12 @@ def _plan_one(
             plan.touched = view.hook(cid) if cid else None
             return
 
-    if run.status.terminal:
+    if run.status in _RUN_ENDED:
         if kind is T.RUN_CANCELLED and run.status is RunStatuses.CANCELLED:
             return  # tolerated: cancelling a cancelled run appends nothing
         _refuse_on_terminal_run(run, request)
 
-    seq = plan.after.seq + 1
+    seq = plan.before.seq + len(plan.events) + 1
     data: Payload | None = None
     type_: EventType | None = None
     step = hook = wait = None
@@ -350,13 +360,13 @@ def _plan_one(
             raise StepNotFound(
                 f"run {run_id!r} has no step {cid!r}: write step_created first", run_id=run_id
             )
-        if step.status.terminal:
+        if step.status in _STEP_ENDED:
             raise EntityConflict(
                 f"run {run_id!r}: step {cid!r} is {step.status.value}; a terminal step "
                 f"accepts no {kind.value}",
                 run_id=run_id,
             )
-        if run.status.terminal and (
+        if run.status in _RUN_ENDED and (
             step.status is not StepStatuses.RUNNING or kind not in _STEP_ENDS
         ):
             raise RunExpired(
@@ -373,7 +383,7 @@ def _plan_one(
                     run_id=run_id,
                     retry_after=step.retry_after,
                 )
-            data = request.data.replace(attempt=step.attempt + 1)
+            data = request.data.first("attempt", step.attempt + 1)
         elif step.status is not StepStatuses.RUNNING:
             raise EntityConflict(
                 f"run {run_id!r}: step {cid!r} is {step.status.value}; write step_started "
@@ -410,7 +420,7 @@ def _plan_one(
                 f"run {run_id!r}: hook {cid!r} is already {hook.status.value}", run_id=run_id
             )
         if kind is T.HOOK_RECEIVED:
-            data = request.data.replace(token=hook.token)
+            data = request.data.last("token", hook.token)
     elif kind is T.WAIT_CREATED:
         assert cid is not None
         if view.wait(cid) is not None:
@@ -431,7 +441,7 @@ def _plan_one(
                 run_id=run_id,
                 retry_after=wait.resume_at,
             )
-        data = request.data.replace(resume_at=wait.resume_at)
+        data = request.data.first("resume_at", wait.resume_at)
 
     event = _new_event(run_id, seq, request, at, in_band=in_band, data=data, type_=type_)
     new_run, steps, hooks, waits = apply(
@@ -452,7 +462,6 @@ def _plan_one(
     for w in waits:
         plan.waits[w.wait_id] = w
     plan.events.append(event)
-    plan.after = Snapshot(seq=seq, seq_in_band=plan.after.seq_in_band + (1 if in_band else 0))
     if steps and kind in STEP_TYPES:
         plan.touched = steps[0]
     elif hooks and kind in _HOOK_TOUCHES:
@@ -523,6 +532,7 @@ def plan_write(
     _check_fence(run_id, plan.before, in_band=in_band, expected_seq_in_band=expected_seq_in_band)
     _check_expected_seq(run_id, plan.before, expected_seq)
     _plan_one(_Overlay(view, plan), plan, request, at, in_band=in_band, in_batch=False)
+    _close(plan, in_band=in_band)
     return plan
 
 
@@ -573,4 +583,15 @@ def plan_batch(
                 "write it alone",
                 run_id=run_id,
             )
+    _close(plan, in_band=in_band)
     return plan
+
+
+def _close(plan: Plan, *, in_band: bool) -> None:
+    """Set ``plan.after``: the counters once the plan's events are appended."""
+    added = len(plan.events)
+    if added:
+        before = plan.before
+        plan.after = Snapshot(
+            seq=before.seq + added, seq_in_band=before.seq_in_band + (added if in_band else 0)
+        )

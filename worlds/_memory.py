@@ -169,14 +169,19 @@ class MemoryWorld:
     # -- internals shared by the facets ---------------------------------------
 
     def _record(self, run_id: str) -> _RunRecord:
-        check_run_id(run_id)
-        record = self._runs.get(run_id)
+        # A key of ``_runs`` passed check_run_id when its run was created: only
+        # an id the World does not hold is checked (and refused or not found).
+        record = self._runs.get(run_id) if type(run_id) is str else None
+        if record is None:
+            check_run_id(run_id)
         if record is None or record.state.run is None:
             raise RunNotFound(f"run {run_id!r} does not exist", run_id=run_id)
         return record
 
     def _store(self, run_id: str, plan: Plan) -> None:
-        record = self._runs.setdefault(run_id, _RunRecord(state=FoldedRun()))
+        record = self._runs.get(run_id)
+        if record is None:
+            record = self._runs[run_id] = _RunRecord(state=FoldedRun())
         state = record.state
         record.events.extend(plan.events)
         state.run = plan.run
@@ -373,7 +378,10 @@ class _Events(_Facet):
         expected_seq: int | None = None,
     ) -> BatchResult:
         w = self._w
-        checked = [check_request(r) for r in requests]
+        # The runtime's requests come validated (``EventRequest.of``): taken as they are.
+        checked = [
+            r if type(r) is EventRequest and r.validated else check_request(r) for r in requests
+        ]
         record = w._record(run_id)
         plan = plan_batch(
             _View(w, record),

@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,14 @@ from ._vercel_host import (
     require_node,
 )
 
-__all__ = ["NotExpressible", "VercelFactory", "VercelWorld", "vercel_factory"]
+__all__ = [
+    "DatabaseClock",
+    "NotExpressible",
+    "VercelFactory",
+    "VercelWorld",
+    "install_database_clock",
+    "vercel_factory",
+]
 
 _VERCEL_RUN_ID = re.compile(r"^wrun_[0-9A-HJKMNP-TV-Z]{26}$")
 _ERROR_PREFIX = "durasim:b64:"
@@ -298,6 +305,9 @@ class VercelWorld:
         self.queue = _Queue()
         self.streams = _Streams()
         self.on_close: Callable[[], None] | None = None
+        #: For a World whose database stamps times (world-postgres): its clock row,
+        #: moved to durasim's clock before each call (:class:`DatabaseClock`).
+        self.database_clock: DatabaseClock | None = None
         self._closed = False
 
     @property
@@ -326,6 +336,8 @@ class VercelWorld:
 
     async def call(self, path: str, *args: Any, run_id: str | None = None) -> Any:
         """One call into the Vercel World; its error translated (:func:`translate_error`)."""
+        if self.database_clock is not None:
+            self.database_clock.follow(self._clock.now())
         try:
             return await self.host.call(path, *args)
         except VercelCallError as exc:
@@ -508,9 +520,14 @@ class VercelWorld:
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
-def vercel_run_id(now: datetime) -> str:
-    """A ``wrun_<ULID>`` stamped ``now`` (the virtual clock), as Vercel's clients mint them."""
-    value = (int(now.timestamp() * 1000) << 80) | secrets.randbits(80)
+def vercel_run_id(now: datetime, sequence: int) -> str:
+    """A ``wrun_<ULID>`` stamped ``now`` (the virtual clock), as Vercel's clients mint them.
+
+    Its random part is ``sequence``, the World's count of minted ids: ids increase in the
+    order they are minted, as from the monotonic ULID factory of Vercel's client, and the
+    same calls mint the same ids (a World's answers depend on its calls only).
+    """
+    value = (int(now.timestamp() * 1000) << 80) | (sequence & ((1 << 80) - 1))
     chars = []
     for _ in range(26):
         chars.append(_CROCKFORD[value & 31])
@@ -519,13 +536,17 @@ def vercel_run_id(now: datetime) -> str:
 
 
 def _vercel_id_for_creation(kind: str, run_id: str | None, ids: _Ids, now: datetime) -> Any:
-    """The run id a ``run_created`` sends: durasim's own mapped to a Vercel id, or as given.
+    """The run id an event write sends: durasim's own mapped to a Vercel id, or as given.
 
     A durasim-legal id Vercel cannot take (``r1``) gets a Vercel id minted here and kept
     BEFORE the call, so concurrent creations of one durasim id send one Vercel id and
-    Vercel judges the duplicate.  A malformed id goes through, for Vercel's rules to judge.
+    Vercel judges the duplicate.  Any event write mints it, not only ``run_created``: a
+    write racing ahead of its run's creation must reach the same Vercel run (Vercel then
+    judges a write to a run it does not have).  A malformed id goes through, for Vercel's
+    rules to judge.
     """
-    if kind != "run_created" or run_id is None or run_id in ids.to_vercel:
+    del kind  # every event type maps alike
+    if run_id is None or run_id in ids.to_vercel:
         return ids.vercel(run_id)
     try:
         check_run_id(run_id)
@@ -535,7 +556,7 @@ def _vercel_id_for_creation(kind: str, run_id: str | None, ids: _Ids, now: datet
         return run_id
     with ids.lock:
         if run_id not in ids.to_vercel:
-            ids.add(run_id, vercel_run_id(now))
+            ids.add(run_id, vercel_run_id(now, len(ids.to_vercel)))
     return ids.to_vercel[run_id]
 
 
@@ -772,7 +793,10 @@ class _Hooks:
         return hook  # type: ignore[no-any-return]
 
     async def get_by_token(self, token: str) -> HookRecord:
-        raw = await self.w.call("hooks.getByToken", token)
+        try:
+            raw = await self.w.call("hooks.getByToken", token)
+        except HookNotFound as exc:  # Vercel's error names no token: the refusal's facts do
+            raise HookNotFound(str(exc), token=token) from None
         run_id = self.w.ids.durasim(raw.get("runId"))
         folded = await _folded(self.w, run_id)
         hook = folded.hooks.get(raw.get("hookId"))
@@ -863,6 +887,154 @@ class _Streams:
         raise _absent("streams.list")
 
 
+# --- the database's clock ------------------------------------------------------------------
+
+#: The schema holding a World database's virtual time (one row) and ``now()`` reading it.
+CLOCK_SCHEMA = "durasim_clock"
+#: Schemas whose defaults keep the database's real time: graphile-worker (world-postgres's
+#: queue) claims a job by comparing its ``run_at`` with the real ``now()`` inside its own
+#: functions, so a virtual ``run_at`` would make jobs due early or never.  The bridge does
+#: not drive that queue (it is not expressible), so nothing durasim reads is stamped there.
+REAL_TIME_SCHEMAS = ("graphile_worker",)
+_TIME_CALL = re.compile(
+    r"(?P<literal>'(?:[^']|'')*')"  # text in quotes stays as it is
+    r"|(?<![\w.])(?:pg_catalog\.)?"
+    r"(?:(?P<call>now|transaction_timestamp|statement_timestamp|clock_timestamp)\(\)"
+    r"|(?P<keyword>CURRENT_TIMESTAMP|LOCALTIMESTAMP|CURRENT_DATE)(?:\(\d+\))?(?![\w(]))",
+    re.IGNORECASE,
+)
+_KEYWORD_CAST = {
+    "current_timestamp": "",
+    "localtimestamp": "::timestamp without time zone",
+    "current_date": "::date",
+}
+_CLOCK_SETUP = (
+    f"CREATE SCHEMA {CLOCK_SCHEMA}",
+    f"CREATE TABLE {CLOCK_SCHEMA}.clock ("
+    " one boolean PRIMARY KEY DEFAULT true CHECK (one),"
+    " now timestamptz NOT NULL)",
+    f"INSERT INTO {CLOCK_SCHEMA}.clock (now) VALUES (now())",
+    # STABLE: one value per statement, as now() has one per transaction
+    f"CREATE FUNCTION {CLOCK_SCHEMA}.now() RETURNS timestamptz"
+    f" LANGUAGE sql STABLE PARALLEL SAFE AS 'SELECT now FROM {CLOCK_SCHEMA}.clock'",
+)
+_DEFAULTS = """
+    SELECT n.nspname, c.relname, a.attname, pg_get_expr(d.adbin, d.adrelid)
+    FROM pg_attrdef d
+    JOIN pg_class c ON c.oid = d.adrelid
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+    WHERE c.relkind IN ('r', 'p')
+      AND n.nspname NOT IN ('pg_catalog', 'information_schema', %s)
+      AND n.nspname NOT LIKE 'pg\\_%%'
+      AND NOT (n.nspname = ANY(%s))
+    ORDER BY 1, 2, 3
+"""
+
+
+def _virtual_default(expression: str) -> str:
+    """A column default with every call of the real clock replaced by the clock row's."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match["literal"]:
+            return match["literal"]
+        if match["call"]:
+            return f"{CLOCK_SCHEMA}.now()"
+        return f"({CLOCK_SCHEMA}.now()){_KEYWORD_CAST[match['keyword'].lower()]}"
+
+    return _TIME_CALL.sub(replace, expression)
+
+
+def install_database_clock(conninfo: str) -> list[str]:
+    """Make a database's column defaults read :data:`CLOCK_SCHEMA` instead of the real clock.
+
+    Creates the schema (a one-row table and ``durasim_clock.now()``), then re-points every
+    column default that calls ``now()``, ``CURRENT_TIMESTAMP`` and their kin, in every
+    schema but the system's and :data:`REAL_TIME_SCHEMAS`.  The package is not modified:
+    only its database's defaults.  Returns the re-pointed columns (``schema.table.column``).
+    """
+    psycopg = _psycopg()
+    moved: list[str] = []
+    with psycopg.connect(conninfo, autocommit=True) as conn, conn.transaction():
+        for statement in _CLOCK_SETUP:
+            conn.execute(statement)  # fixed text, no input
+        rows = conn.execute(_DEFAULTS, (CLOCK_SCHEMA, list(REAL_TIME_SCHEMAS))).fetchall()
+        for schema, table, column, expression in rows:
+            virtual = _virtual_default(expression)
+            if virtual == expression:
+                continue
+            conn.execute(
+                psycopg.sql.SQL("ALTER TABLE {}.{} ALTER COLUMN {} SET DEFAULT {}").format(
+                    psycopg.sql.Identifier(schema),
+                    psycopg.sql.Identifier(table),
+                    psycopg.sql.Identifier(column),
+                    psycopg.sql.SQL(virtual),  # the server's own text
+                )
+            )
+            moved.append(f"{schema}.{table}.{column}")
+    return moved
+
+
+def _psycopg() -> Any:
+    """psycopg 3, imported on first use (optional: ``pip install 'durasim[postgres]'``)."""
+    try:
+        import psycopg  # noqa: PLC0415 -- optional dependency
+        import psycopg.sql  # noqa: PLC0415
+    except ImportError as exc:
+        raise FactoryError(
+            f"world-postgres under durasim's clock needs psycopg 3 ({exc}): "
+            "pip install 'durasim[postgres]'"
+        ) from exc
+    return psycopg
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class DatabaseClock:
+    """A World database's clock row, kept at durasim's clock (the millisecond the host sends).
+
+    :meth:`follow` runs before every call into the World: when the clock moved since the
+    last value written, one ``UPDATE`` (autocommit) moves the row, so the package's
+    ``DEFAULT durasim_clock.now()`` stamps virtual time; otherwise it costs a comparison.
+    """
+
+    def __init__(self, conninfo: str) -> None:
+        self.conninfo = conninfo
+        #: How many times the row was written (measured in docs/vercel.md).
+        self.updates = 0
+        self._written: int | None = None
+        self._conn: Any = None
+        self._lock = threading.Lock()
+
+    def follow(self, now: datetime) -> None:
+        """Write ``now`` (to the millisecond, as the Node host's ``Date``) if it changed."""
+        millis = round(now.timestamp() * 1000)
+        with self._lock:
+            if millis == self._written:
+                return
+            if self._conn is None or self._conn.closed:
+                self._conn = _psycopg().connect(self.conninfo, autocommit=True)
+            self._conn.execute(
+                f"UPDATE {CLOCK_SCHEMA}.clock SET now = %s",
+                (_EPOCH + timedelta(milliseconds=millis),),
+            )
+            self._written = millis
+            self.updates += 1
+
+    def forget(self) -> None:
+        """A new World takes the database: write its clock at its first call."""
+        with self._lock:
+            self._written = None
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
 # --- the factory ----------------------------------------------------------------------------
 
 
@@ -885,11 +1057,15 @@ class VercelFactory:
     _admin: NodeHost | None = attrs.field(default=None, init=False)
     _free: list[str] = attrs.field(factory=list, init=False)
     _made: set[str] = attrs.field(factory=set, init=False)
+    #: Each scratch database's clock row (kept with the database, reused with it).
+    clocks: dict[str, DatabaseClock] = attrs.field(factory=dict, init=False)
     spares: int = 3
     _warm: list[NodeHost] = attrs.field(factory=list, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     #: The calls of each contract test's first World, by test name (for reproductions).
     transcripts: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
+    #: When set, the next Worlds record their calls under this name (not the test's).
+    record_as: str | None = attrs.field(default=None, init=False)
     _info: dict[str, Any] | None = attrs.field(default=None, init=False)
 
     def probe(self) -> dict[str, Any]:
@@ -928,8 +1104,11 @@ class VercelFactory:
         with self._lock:
             warm, self._warm = self._warm, []
             made, self._made, self._free = self._made, set(), []
+            clocks, self.clocks = self.clocks, {}
         for host in warm:
             host.close()
+        for clock in clocks.values():
+            clock.close()
         for name in sorted(made):
             with contextlib.suppress(VercelCallError):
                 self._sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -953,11 +1132,12 @@ class VercelFactory:
             self._package = install_vercel_package(self.spec)
         return self._package
 
-    def _postgres_config(self, setup: WorldSetup) -> dict[str, Any]:
+    def _postgres_config(self, setup: WorldSetup) -> tuple[dict[str, Any], DatabaseClock]:
         """A scratch database for one World: a free one emptied, or a new copy of the template.
 
         Creating a database costs seconds; emptying the package's tables costs
-        milliseconds, so databases are reused (never by two open Worlds at once).
+        milliseconds, so databases are reused (never by two open Worlds at once).  The
+        database comes with its clock row (:class:`DatabaseClock`), set at the first call.
         """
         assert self.database_url is not None
         base, _, _ = self.database_url.rpartition("/")
@@ -971,7 +1151,10 @@ class VercelFactory:
         else:
             self._empty(f"{base}/{name}")
         (setup.directory / "database").write_text(name)
-        return {"connectionString": f"{base}/{name}", "maxPoolSize": 4}
+        with self._lock:
+            clock = self.clocks.setdefault(name, DatabaseClock(f"{base}/{name}"))
+        clock.forget()
+        return {"connectionString": f"{base}/{name}", "maxPoolSize": 4}, clock
 
     def _empty(self, url: str) -> None:
         assert self._admin is not None
@@ -987,9 +1170,15 @@ class VercelFactory:
         )
 
     def _postgres_template(self, base: str) -> str:
-        """A database migrated by the package's own set-up, copied for every World."""
+        """A database migrated by the package's own set-up, copied for every World.
+
+        After the set-up, :func:`install_database_clock` re-points the package's time
+        defaults to the database's clock row (``_clock`` in the name: a template made
+        before that is not reused).
+        """
         package = self.package
-        name = f"durasim_vercel_tmpl_{re.sub(r'[^0-9a-z]', '_', package.version.lower())}"
+        version = re.sub(r"[^0-9a-z]", "_", package.version.lower())
+        name = f"durasim_vercel_tmpl_{version}_clock"
         rows = self._sql(f"SELECT datname FROM pg_database WHERE datname = '{name}'")
         if rows:
             return name
@@ -1009,6 +1198,7 @@ class VercelFactory:
         )
         if done.returncode:
             raise FactoryError(f"{package.label} set-up failed: {done.stderr.strip()[-300:]}")
+        install_database_clock(f"{base}/{building}")
         try:
             self._sql(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
         except VercelCallError:  # another process made it first
@@ -1029,8 +1219,10 @@ class VercelFactory:
         host = self._host(setup.clock)
         try:
             config = dict(self.config)
+            clock: DatabaseClock | None = None
             if self.database_url is not None:
-                config.update(self._postgres_config(setup))
+                postgres, clock = self._postgres_config(setup)
+                config.update(postgres)
             else:
                 config.setdefault("dataDir", str(setup.directory / "workflow-data"))
             info = host.request("open", config=config)
@@ -1039,13 +1231,48 @@ class VercelFactory:
             raise
         self._info = info
         world = VercelWorld(host, info, clock=setup.clock, directory=setup.directory)
+        world.database_clock = clock
         test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit("::", 1)[-1]
         test = test.rsplit(" (", 1)[0]
-        if test and test not in self.transcripts:
+        if self.record_as is not None:
+            host.transcript = self.transcripts.setdefault(self.record_as, [])
+        elif test and test not in self.transcripts:
             host.transcript = self.transcripts[test] = []
         if self.database_url is not None:
             world.on_close = lambda: self._release(setup)
         return world
+
+    def run_script(
+        self, script: Path, *, timeout: float = 300.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a plain-Node script against this package, as a user who installed it would.
+
+        The script is copied into the package's install directory (where its bare
+        ``import`` resolves) and run with Node; for world-postgres it gets a scratch
+        database set up by the package (``WORKFLOW_POSTGRES_URL``).
+        """
+        package = self.package
+        env = dict(os.environ)
+        with tempfile.TemporaryDirectory(prefix="durasim-vercel-") as scratch:
+            setup = WorldSetup(clock=SystemClock(), ids=_NoIds(), directory=Path(scratch))
+            if self.database_url is not None:
+                postgres, _ = self._postgres_config(setup)
+                env["WORKFLOW_POSTGRES_URL"] = postgres["connectionString"]
+            copy = package.directory / f".durasim-script-{secrets.token_hex(4)}.mjs"
+            copy.write_text(script.read_text())
+            try:
+                return subprocess.run(  # noqa: S603 -- node on a script durasim wrote
+                    [require_node(), str(copy)],
+                    cwd=package.directory,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    check=False,
+                )
+            finally:
+                copy.unlink(missing_ok=True)
+                self._release(setup)
 
 
 class _NoIds:

@@ -262,9 +262,13 @@ class NodeHost:
             stdout=subprocess.PIPE,
             stderr=self._log,
         )
-        #: When a list: every call made, for a plain-Node reproduction (``now``, ``path``,
-        #: ``args`` as sent, ``minted``: the run id a ``run_created`` without one got).
+        #: When a list: every call made, for a plain-Node reproduction: ``now``, ``path``,
+        #: ``args`` as sent, ``minted`` (the run id a ``run_created`` without one got),
+        #: ``task`` (the asyncio task that called), ``start`` and ``end`` (one counter for
+        #: sends and answers: calls whose spans overlap were in flight together), and
+        #: ``answer`` or ``error`` (the error's class name).
         self.transcript: list[dict[str, Any]] | None = None
+        self._ticks = itertools.count(1)
         self._ids = itertools.count(1)
         self._pending: dict[int, concurrent.futures.Future[Any]] = {}
         self._lock = threading.Lock()
@@ -335,14 +339,27 @@ class NodeHost:
         """Call ``world.<path>(*args)`` in the host; the decoded answer."""
         record: dict[str, Any] | None = None
         if self.transcript is not None:
-            now = round(self.clock.now().timestamp() * 1000)
-            record = {"now": now, "path": path, "args": encode(list(args))}
+            task = asyncio.current_task()
+            record = {
+                "now": round(self.clock.now().timestamp() * 1000),
+                "path": path,
+                "args": encode(list(args)),
+                "task": task.get_name() if task is not None else "",
+                "start": next(self._ticks),
+            }
             self.transcript.append(record)
-        answer = await asyncio.wrap_future(self.submit("call", path=path, args=list(args)))
-        if record is not None and path == "events.create" and args and args[0] is None:
-            event = answer.get("event") if isinstance(answer, dict) else None
-            if isinstance(event, dict) and isinstance(event.get("runId"), str):
-                record["minted"] = event["runId"]
+        try:
+            answer = await asyncio.wrap_future(self.submit("call", path=path, args=list(args)))
+        except VercelCallError as exc:
+            if record is not None:
+                record.update(end=next(self._ticks), error=exc.name)
+            raise
+        if record is not None:
+            record.update(end=next(self._ticks), answer=answer)
+            if path == "events.create" and args and args[0] is None:
+                event = answer.get("event") if isinstance(answer, dict) else None
+                if isinstance(event, dict) and isinstance(event.get("runId"), str):
+                    record["minted"] = event["runId"]
         return answer
 
     def close(self) -> None:

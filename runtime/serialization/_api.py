@@ -30,7 +30,41 @@ _HEAD_TAGGED = PREFIX + bytes([KIND_TAGGED])
 _HEAD_LEN = len(PREFIX) + 1
 # Every tree is built by the encoder from checked parts: no cycles (refs are
 # indices), no NaN (tagged), so json's own checks are off for speed.
-_dumps = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False).encode
+_json_encoder = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False)
+_dumps = _json_encoder.encode
+
+
+def _c_encoder() -> Any:
+    """The C encoder ``_json_encoder.encode`` ends in, called without its two Python layers.
+
+    Built with the very arguments ``JSONEncoder.iterencode`` passes it; ``None``
+    (use ``_dumps``) without the C accelerator or if it does not write what
+    ``_dumps`` writes.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    try:
+        encode = make(
+            None,
+            _json_encoder.default,
+            json.encoder.encode_basestring_ascii,
+            None,
+            ":",
+            ",",
+            False,
+            False,
+            False,
+        )
+        sample = {"a": [1, 2.5, "\u00e9", None, True], "b": {}}
+        if "".join(encode(sample, 0)) != _dumps(sample):
+            return None
+    except Exception:  # another signature: the documented path is as good
+        return None
+    return encode
+
+
+_c_encode = _c_encoder()
 _ascii_string = json.encoder.encode_basestring_ascii
 HEAD_PLAIN = _HEAD_PLAIN
 
@@ -69,10 +103,15 @@ def loads_plain(data: object) -> Any:
     """A plain payload's value, or ``NOT_PLAIN`` (any other payload, or one that fails:
     the full path then decodes it, or raises its error)."""
     if type(data) is bytes and data[:_HEAD_LEN] == _HEAD_PLAIN:
+        # The scanner ``_loads`` calls, called directly: the encoder writes no
+        # whitespace; anything else (and any failure) goes to the full path.
         try:
-            return _loads(data[_HEAD_LEN:].decode("utf-8"))
+            text = data[_HEAD_LEN:].decode("utf-8")
+            value, end = _scan_once(text, 0)
         except Exception:
             return NOT_PLAIN
+        if end == len(text):
+            return value
     return NOT_PLAIN
 
 
@@ -82,14 +121,18 @@ def dumps_tree(tree: Any) -> bytes:
     ASCII (``\\uXXXX`` escapes) keeps lone surrogates, which UTF-8 cannot carry,
     and makes the bytes identical on every host.
     """
-    return _dumps(tree).encode("ascii")
+    if _c_encode is None or type(tree) is str:
+        return _dumps(tree).encode("ascii")
+    return "".join(_c_encode(tree, 0)).encode("ascii")
 
 
 def _reject_constant(name: str) -> Any:
     raise Malformed(f"JSON constant {name} is not part of the format")
 
 
-_loads = json.JSONDecoder(parse_constant=_reject_constant).decode
+_json_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+_loads = _json_decoder.decode
+_scan_once = _json_decoder.scan_once  # type: ignore[attr-defined]  # set in __init__, untyped
 
 
 def loads_body(body: bytes) -> Any:

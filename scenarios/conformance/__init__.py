@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ._vercel import (
         Difference,
         VercelVerdict,
+        check_repros,
         load_profile,
         repro_script,
         run_vercel_conformance,
@@ -49,6 +50,7 @@ __all__ = [
     "LayerContext",
     "LayerReport",
     "VercelVerdict",
+    "check_repros",
     "default_layers",
     "load_factory",
     "load_profile",
@@ -85,6 +87,7 @@ _LAZY = {
     "report_to_json": "._formats",
     "report_to_junit": "._formats",
     "repro_script": "._vercel",
+    "check_repros": "._vercel",
     "run_conformance": "._run",
     "run_vercel_conformance": "._vercel",
     "write_report": "._formats",

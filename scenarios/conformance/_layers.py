@@ -136,7 +136,8 @@ def contract_layer(context: LayerContext) -> LayerReport:
     for nodeid in provider.order:
         outcome, text = provider.outcomes[nodeid]
         name = nodeid.rsplit("::", 1)[-1]
-        case = nodeid.split("/")[-1]
+        path, _, test = nodeid.partition("::")  # a parameter may hold a "/" ("../x")
+        case = f"{path.rsplit('/', 1)[-1]}::{test}"
         if outcome == "passed":
             passed += 1
             cases.append(Case(name=case, outcome="passed"))
@@ -150,7 +151,7 @@ def contract_layer(context: LayerContext) -> LayerReport:
             failed.append(
                 Finding(
                     layer="contract",
-                    name=nodeid.split("/")[-1],
+                    name=case,
                     message=first_lines(_assertion(text)),
                     reproduction=first_lines(_test_source(text), 30),
                     rerun=f"{rerun} --layers contract --only '{name.split('[')[0]}'",

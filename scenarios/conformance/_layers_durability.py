@@ -34,7 +34,8 @@ CONCURRENCY_GROUPS_PER_EXAMPLE = 8
 def concurrency_layer(context: LayerContext) -> LayerReport:
     """Concurrent groups over every facet, linearizable against the reference; no capability gate.
 
-    Facets the World lacks are left out of its workload, not failed.
+    Facets the World lacks are left out of its workload, not failed.  After an anomaly
+    the other kinds of groups go on: one finding per kind that shows one.
     """
     seed, rerun = context.seed, context.rerun
     groups = (
@@ -44,7 +45,9 @@ def concurrency_layer(context: LayerContext) -> LayerReport:
     )
     started = time.perf_counter()
     try:
-        result = run_concurrency(context.factory, groups=groups, seed=seed, only=context.only)
+        result = run_concurrency(
+            context.factory, groups=groups, seed=seed, only=context.only, every_kind=True
+        )
     except Exception as exc:  # the World failed to open or to close, outside any call
         finding = Finding(
             layer="concurrency",
@@ -64,26 +67,32 @@ def concurrency_layer(context: LayerContext) -> LayerReport:
         note += f"; {result.note}"
     if result.undecided:
         note += f"; {result.undecided} undecided"
-    witness = result.failure
-    if witness is None:
+    if not result.failures:
         return LayerReport(
             name="concurrency", passed=result.groups, seconds=result.seconds, note=note
         )
-    finding = Finding(
-        layer="concurrency",
-        name=f"{witness.anomaly.name} (group {witness.group.number}, {witness.group.kind})",
-        message=f"{witness.anomaly.name}: {witness.anomaly.detail}",
-        reproduction=witness.render(headline=False),
-        seed=str(seed),
-        rerun=f"{rerun} --layers concurrency --seed {seed}",
+    findings = tuple(
+        Finding(
+            layer="concurrency",
+            name=f"{witness.anomaly.name} (group {witness.group.number}, {witness.group.kind})",
+            message=f"{witness.anomaly.name}: {witness.anomaly.detail}",
+            reproduction=witness.render(headline=False),
+            seed=str(seed),
+            rerun=f"{rerun} --layers concurrency --seed {seed}",
+            witness=witness,
+        )
+        for witness in result.failures
     )
     return LayerReport(
         name="concurrency",
-        passed=result.groups - 1,
-        failed=(finding,),
+        passed=result.groups - len(findings),
+        failed=findings,
         seconds=result.seconds,
         note=note,
-        cases=(Case(name=finding.name, outcome="failed", detail=finding.message),),
+        cases=tuple(
+            Case(name=finding.name, outcome="failed", detail=finding.message)
+            for finding in findings
+        ),
     )
 
 

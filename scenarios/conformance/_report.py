@@ -6,6 +6,8 @@ conformance`` prints) and as JSON or JUnit XML (:mod:`._formats`, ``--report``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 __all__ = ["Case", "ConformanceReport", "Finding", "LayerReport"]
@@ -34,6 +36,9 @@ class Finding:
         seed: the seed to run it again with (``durasim reproduce SEED`` for an
             exploration), or ``""`` when the layer is deterministic.
         rerun: a command that runs this failure alone.
+        witness: the checker's own account of the failure, for tools that act on it
+            (the concurrency layer's :class:`~durasim.checkers.ConcurrencyWitness`);
+            not part of the written reports.
     """
 
     layer: str
@@ -42,6 +47,7 @@ class Finding:
     reproduction: str = ""
     seed: str = ""
     rerun: str = ""
+    witness: Any = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen(kw_only=True)

@@ -26,6 +26,7 @@ from typing import Any
 
 import attrs
 
+from durasim.checkers import ConcurrencyWitness, replay_witness
 from durasim.worlds import VercelFactory
 
 from ._report import ConformanceReport, Finding
@@ -34,6 +35,7 @@ from ._run import run_conformance
 __all__ = [
     "Difference",
     "VercelVerdict",
+    "check_repros",
     "load_profile",
     "repro_script",
     "run_vercel_conformance",
@@ -145,7 +147,12 @@ class VercelVerdict:
             if finding.reproduction:
                 lines += ["durasim reproduction:", finding.reproduction.rstrip()]
             if finding.name in self.repros:
-                lines.append("plain-Node reproduction: written with --repro DIR (or below)")
+                lines.append("plain-Node reproduction: written with --repro DIR")
+            elif finding.witness is not None:
+                lines.append(
+                    "plain-Node reproduction: none (the race did not show again in "
+                    "20 replays of its witness)"
+                )
         if self.differences:
             lines += ["", "documented differences (vercel_profiles.json):"]
             by_reason: dict[str, int] = {}
@@ -174,6 +181,22 @@ class VercelVerdict:
             path.write_text(script)
             written.append(path)
         return written
+
+
+def check_repros(factory: VercelFactory, scripts: Iterable[Path]) -> list[tuple[Path, bool, str]]:
+    """Run each reproduction in plain Node: ``(script, reproduced, its last line)``.
+
+    A script reproduces when it exits 1 after printing ``REPRODUCED`` (an uncaught error
+    also exits 1, without that line).
+    """
+    results = []
+    for script in scripts:
+        done = factory.run_script(script)
+        output = (done.stdout + done.stderr).strip().splitlines()
+        last = output[-1] if output else f"exit status {done.returncode}, no output"
+        reproduced = done.returncode == 1 and "REPRODUCED" in done.stdout
+        results.append((script, reproduced, last))
+    return results
 
 
 def classify(
@@ -245,10 +268,21 @@ def run_vercel_conformance(
     violations, covered, stale = classify(report, entries)
     repros: dict[str, str] = {}
     for finding in violations:
-        transcript = factory.transcripts.get(finding.name.split("::")[-1])
+        rounds = 1
+        if finding.layer == "concurrency":
+            transcript = _race_transcript(factory, finding)
+            rounds = RACE_ROUNDS
+        else:
+            transcript = factory.transcripts.get(finding.name.split("::")[-1])
         if transcript:
             repros[finding.name] = repro_script(
-                package.name, package.version, finding, transcript, factory.database_url
+                package.name,
+                package.version,
+                finding,
+                transcript,
+                factory.database_url,
+                rounds=rounds,
+                config=factory.config,
             )
     factory.close()
     return VercelVerdict(
@@ -263,7 +297,34 @@ def run_vercel_conformance(
     )
 
 
+def _race_transcript(factory: VercelFactory, finding: Finding) -> list[dict[str, Any]] | None:
+    """The calls of a run of the concurrency layer's witness that showed its anomaly again.
+
+    The witness's group runs on a fresh recording World until the anomaly shows
+    (``None`` if the race did not happen again in :func:`replay_witness`'s tries).
+    """
+    witness = finding.witness
+    if not isinstance(witness, ConcurrencyWitness):
+        return None
+    name = f"concurrency: {finding.name}"
+    transcript: list[dict[str, Any]] = []
+    factory.transcripts[name] = transcript
+    factory.record_as = name
+    try:
+        records = replay_witness(factory, witness, before_try=transcript.clear)
+    finally:
+        factory.record_as = None
+    return transcript if records is not None else None
+
+
 # --- plain-Node reproductions -----------------------------------------------------------
+
+#: Keys (and positional string arguments) naming ids: renamed in each round after the first,
+#: so that the rounds of a race script do not collide in one World.
+_ID_KEYS = frozenset({"runId", "token", "correlationId", "hookId", "stepId", "waitId"})
+_VERCEL_RUN = re.compile(r"^wrun_[0-9A-HJKMNP-TV-Z]{26}$")
+#: Rounds of a race's script (each a fresh set of ids in one World).
+RACE_ROUNDS = 200
 
 
 def _literal(value: Any, names: dict[str, str]) -> str:
@@ -284,52 +345,159 @@ def _literal(value: Any, names: dict[str, str]) -> str:
     return json.dumps(value)
 
 
+def _ids(value: Any, key: str | None, found: dict[str, bool]) -> None:
+    """Collect the id strings of a wire value into ``found`` (value -> is a run id)."""
+    if isinstance(value, dict):
+        if not any(tag in value for tag in ("$bytes", "$date", "$undefined")):
+            for inner_key, inner in value.items():
+                _ids(inner, inner_key, found)
+    elif isinstance(value, list):
+        for inner in value:
+            _ids(inner, key, found)
+    elif isinstance(value, str) and (key in _ID_KEYS or _VERCEL_RUN.match(value)):
+        found.setdefault(value, key == "runId" or bool(_VERCEL_RUN.match(value)))
+
+
+def _item_shape(item: Any, runs: dict[str, str]) -> str:
+    if not isinstance(item, dict):
+        return "item"
+    kind = item.get("eventType") or item.get("status") or "item"
+    run_id = item.get("runId")
+    run = runs.get(run_id) if isinstance(run_id, str) else None
+    return f"{kind}@{run}" if run else str(kind)
+
+
+def answer_shape(record: dict[str, Any], runs: dict[str, str]) -> str:
+    """What a reproduction compares of an answer: its outcome, event types, statuses, run order.
+
+    The same function is written in JavaScript in every script (``shape``); ``runs``
+    names the run ids (``run1``...) so that orders compare across fresh ids.
+    """
+    if "error" in record:
+        return f"throws {record['error']}"
+    answer = record.get("answer")
+    if answer is None:
+        return "none"
+    if isinstance(answer, list):
+        return "[" + ",".join(_item_shape(item, runs) for item in answer) + "]"
+    if isinstance(answer, dict):
+        if isinstance(answer.get("data"), list):
+            return "page[" + ",".join(_item_shape(item, runs) for item in answer["data"]) + "]"
+        if isinstance(answer.get("event"), dict):
+            return f"event {answer['event'].get('eventType') or 'none'}"
+        return _item_shape(answer, runs)
+    return "ok"
+
+
+def _blocks(transcript: list[dict[str, Any]]) -> list[list[list[int]]]:
+    """The calls as blocks run one after another; a block's chains were in flight together.
+
+    A chain is the calls of one asyncio task, in order; chains whose spans (first send to
+    last answer) overlap form one block.
+    """
+    chains: dict[str, list[int]] = {}
+    for index, call in enumerate(transcript):
+        chains.setdefault(str(call.get("task", index)), []).append(index)
+    spans = sorted(
+        (
+            transcript[chain[0]].get("start", chain[0]),
+            max(transcript[i].get("end", transcript[i].get("start", i)) for i in chain),
+            chain,
+        )
+        for chain in chains.values()
+    )
+    blocks: list[list[list[int]]] = []
+    reach = None
+    for first, last, chain in spans:
+        if blocks and reach is not None and first < reach:
+            blocks[-1].append(chain)
+            reach = max(reach, last)
+        else:
+            blocks.append([chain])
+            reach = last
+    return blocks
+
+
 def repro_script(
     name: str,
     version: str,
     finding: Finding,
     transcript: list[dict[str, Any]],
     database_url: str | None = None,
+    *,
+    rounds: int = 1,
+    config: dict[str, Any] | None = None,
 ) -> str:
-    """A plain-Node script replaying a test's calls on the package, printing each answer.
+    """A plain-Node script replaying a test's calls on the package, judging each answer.
 
-    Run ids the World minted become variables, so the replay uses the ids it mints.
+    Calls that were in flight together in durasim's run are started together
+    (``Promise.all``); the others run in order.  Each answer is printed and its shape
+    (:func:`answer_shape`) compared with what durasim saw.  With ``rounds`` > 1 (a race)
+    the calls run that many times, with fresh ids each round.  The script exits 1 when a
+    round reproduced every answer's shape (the violation is there), else 0.  Run ids the
+    World minted become variables, so the replay uses the ids it mints.
     """
     names: dict[str, str] = {}
-    calls: list[str] = []
-    for number, call in enumerate(transcript, 1):
-        args = _literal(call["args"], names)
+    runs: dict[str, str] = {}
+    found: dict[str, bool] = {}
+    for call in transcript:
+        _ids(call["args"], None, found)
+        for arg in call["args"]:
+            if isinstance(arg, str):
+                found.setdefault(arg, bool(_VERCEL_RUN.match(arg)))
+    for call in transcript:  # run names in order of first appearance
+        seen: dict[str, bool] = {}
+        _ids(call["args"], None, seen)
+        seen.update((arg, False) for arg in call["args"] if isinstance(arg, str))
+        for value in seen:
+            if found.get(value) and value not in runs:
+                runs[value] = f"run{len(runs) + 1}"
         minted = call.get("minted")
-        target = ""
         if minted and minted not in names:
-            names[minted] = f"run{len(names) + 1}"
-            target = f"const {names[minted]} = "
-        line = (
-            f"{target}await call({number}, {int(call['now'])}, {json.dumps(call['path'])}, {args});"
-        )
-        if minted:
-            line = line.replace("await call(", "(await call(", 1).rstrip(";") + ")?.event?.runId;"
-        calls.append(line)
-    expected = "\n".join(f"//   {line}" for line in finding.message.splitlines()[:6])
+            names[minted] = runs[minted] = f"run{len(runs) + 1}"
+    statics = [value for value in found if value not in names]
+    lines: list[str] = []
+    for block in _blocks(transcript):
+        chains = [
+            [_call_line(number, transcript[number], names) for number in chain] for chain in block
+        ]
+        if len(chains) == 1:
+            lines += chains[0]
+            continue
+        lines.append("await Promise.all([")
+        for chain in chains:
+            body = " ".join(chain)
+            lines.append(f"  (async () => {{ {body} }})(),")
+        lines.append("]);")
+    expected = {number + 1: answer_shape(call, runs) for number, call in enumerate(transcript)}
+    message = "\n".join(f"//   {line}" for line in finding.message.splitlines()[:6])
+    extra = "".join(f"{json.dumps(k)}: {json.dumps(v)}, " for k, v in (config or {}).items())
     if database_url is None:
-        config = "{ dataDir: mkdtempSync(join(tmpdir(), 'repro-')) }"
+        options = f"{{ {extra}dataDir: mkdtempSync(join(tmpdir(), 'repro-')) }}"
         setup = f"//   npm install {name}@{version} && node THIS_FILE.mjs"
     else:
-        config = "{ connectionString: process.env.WORKFLOW_POSTGRES_URL }"
+        options = f"{{ {extra}connectionString: process.env.WORKFLOW_POSTGRES_URL }}"
         setup = (
             f"//   npm install {name}@{version}\n"
             "//   export WORKFLOW_POSTGRES_URL=postgres://USER@HOST:5432/EMPTY_DATABASE\n"
             f"//   node node_modules/{name}/dist/cli.js   # the package's own set-up\n"
             "//   node THIS_FILE.mjs"
         )
-    return f"""// Reproduction of a contract violation found by durasim conformance --vercel.
+    minted_vars = "".join(f"let {var};\n" for var in sorted(set(names.values())))
+    static_runs = json.dumps([[value, runs[value]] for value in statics if value in runs])
+    kind = "a race" if rounds > 1 else "a contract violation"
+    return f"""// Reproduction of {kind} found by durasim conformance --vercel.
 // Package: {name}@{version}.  No durasim needed:
 {setup}
-// durasim test: {finding.name}
+// durasim check: {finding.layer}: {finding.name}
 // What durasim's contract (docs/protocol.md) expected, and what happened:
-{expected}
-// The script replays the test's calls in order and prints each answer; the clock is
-// the test's virtual time (Date follows it, as in the bridge).
+{message}
+// The script replays durasim's calls (calls in flight together in durasim's run start
+// together here) with the test's virtual time (Date follows it, as in the bridge),
+// prints each answer and compares its shape (outcome, event types, statuses, run order)
+// with what durasim saw (in a race too: the reads made while it was on are its evidence).
+// Exit status 1: reproduced (every shape as durasim saw it in at least one of
+// {rounds} round(s)); 0: not reproduced.
 import {{ mkdtempSync }} from 'node:fs';
 import {{ tmpdir }} from 'node:os';
 import {{ join }} from 'node:path';
@@ -341,24 +509,104 @@ globalThis.Date = class extends RealDate {{
   static now() {{ return now; }}
 }};
 const pkg = await import({json.dumps(name)});
-const world = (pkg.createWorld ?? pkg.createLocalWorld)({config});
+const world = (pkg.createWorld ?? pkg.createLocalWorld)({options});
 const bytes = (b64) => new Uint8Array(Buffer.from(b64, 'base64'));
+
+const ROUNDS = {rounds};
+const EXPECTED = {json.dumps(expected, ensure_ascii=False)};
+const IDS = new Set({json.dumps(statics, ensure_ascii=False)});
+const STATIC_RUNS = {static_runs};
+const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+const RUNS = new Map();
+let round = 0;
+let matched = true;
+{minted_vars}
+function renamed(id) {{
+  if (round === 0 || !IDS.has(id)) return id;
+  if (/^wrun_[0-9A-HJKMNP-TV-Z]{{26}}$/.test(id)) {{
+    const code = [3, 2, 1, 0].map((k) => CROCKFORD[(round >> (5 * k)) & 31]).join('');
+    return id.slice(0, 15) + code + id.slice(19);
+  }}
+  return `${{id}}-r${{round}}`;
+}}
+function fresh(value) {{
+  if (typeof value === 'string') return renamed(value);
+  if (Array.isArray(value)) return value.map(fresh);
+  if (value && typeof value === 'object' && value.constructor === Object) {{
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fresh(v)]));
+  }}
+  return value;
+}}
+function shapeItem(item) {{
+  if (!item || typeof item !== 'object') return 'item';
+  const kind = item.eventType || item.status || 'item';
+  const run = typeof item.runId === 'string' ? RUNS.get(item.runId) : undefined;
+  return run ? `${{kind}}@${{run}}` : String(kind);
+}}
+function shape(answer) {{
+  if (answer === undefined || answer === null) return 'none';
+  if (Array.isArray(answer)) return '[' + answer.map(shapeItem).join(',') + ']';
+  if (typeof answer === 'object') {{
+    if (Array.isArray(answer.data)) return 'page[' + answer.data.map(shapeItem).join(',') + ']';
+    const event = answer.event;
+    if (event && typeof event === 'object') return 'event ' + (event.eventType || 'none');
+    return shapeItem(answer);
+  }}
+  return 'ok';
+}}
+function mint(variable, id) {{
+  if (typeof id === 'string') RUNS.set(id, variable);
+  return id;
+}}
 
 async function call(number, at, path, args) {{
   now = at;
+  args = fresh(args);
   const parts = path.split('.');
   const owner = parts.slice(0, -1).reduce((o, p) => o[p], world);
+  let answer;
+  let got;
   try {{
-    const answer = await owner[parts.at(-1)](...args);
-    console.log(`#${{number}} ${{path}} ->`, JSON.stringify(answer));
-    return answer;
+    answer = await owner[parts.at(-1)](...args);
+    got = shape(answer);
+    console.log(`#${{number}} ${{path}} ->`, JSON.stringify(answer)?.slice(0, 400));
   }} catch (error) {{
-    console.log(`#${{number}} ${{path}} threw ${{error.constructor.name}}: ${{error.message}}`);
-    return undefined;
+    got = 'throws ' + (error?.constructor?.name || error?.name || typeof error);
+    console.log(`#${{number}} ${{path}} threw ${{got.slice(7)}}: ${{error?.message}}`);
   }}
+  if (number in EXPECTED && got !== EXPECTED[number]) {{
+    matched = false;
+    console.log(`   shape ${{got}}; durasim saw ${{EXPECTED[number]}}`);
+  }}
+  return answer;
 }}
 
-{chr(10).join(calls)}
+let reproduced = 0;
+for (round = 0; round < ROUNDS; round++) {{
+  matched = true;
+  RUNS.clear();
+  for (const [id, variable] of STATIC_RUNS) RUNS.set(renamed(id), variable);
+  if (ROUNDS > 1) console.log(`-- round ${{round + 1}} of ${{ROUNDS}}`);
+{chr(10).join("  " + line for line in lines)}
+  if (matched) reproduced += 1;
+}}
+console.log(reproduced
+  ? `REPRODUCED in ${{reproduced}} of ${{ROUNDS}} round(s): every answer had the shape durasim saw`
+  : `not reproduced in ${{ROUNDS}} round(s)`);
 await world.close?.();
-process.exit(0);
+process.exit(reproduced ? 1 : 0);
 """
+
+
+def _call_line(index: int, call: dict[str, Any], names: dict[str, str]) -> str:
+    """One call of a script: ``await call(...)``, keeping a minted run id in its variable."""
+    args = _literal(call["args"], names)
+    line = f"await call({index + 1}, {int(call['now'])}, {json.dumps(call['path'])}, {args});"
+    minted = call.get("minted")
+    if minted:
+        line = (
+            f"{names[minted]} = mint({json.dumps(names[minted])}, "
+            + line.rstrip(";").replace("await call(", "(await call(", 1)
+            + ")?.event?.runId);"
+        )
+    return line

@@ -336,7 +336,7 @@ def test_planted_world_is_caught_and_named(name: str) -> None:
     report = run_conformance(PLANTED[name], target=f"planted:{name}", layers=("concurrency",))
     assert not report.ok, report.render()
     (layer,) = report.layers
-    (finding,) = layer.failed
+    finding = layer.failed[0]  # the first found; other kinds of groups may show more
     assert finding.name.startswith(ANOMALY[name]), report.render()
     text = report.render()
     assert "seed: 0" in text

@@ -6,17 +6,14 @@ import enum
 
 import pytest
 
-from durasim.runtime._event_types import T
-from durasim.worlds import EventType, HookStatus, RunStatus, StepStatus, WaitStatus
+from durasim.worlds import EventType, HookStatus, RunStatus, StepStatus, Types, WaitStatus
 from durasim.worlds._entities import HookStatuses, RunStatuses, StepStatuses, WaitStatuses
-from durasim.worlds._events import Types
 
 
 @pytest.mark.parametrize(
     ("namespace", "enum_class"),
     [
         (Types, EventType),
-        (T, EventType),
         (RunStatuses, RunStatus),
         (StepStatuses, StepStatus),
         (HookStatuses, HookStatus),

@@ -25,6 +25,7 @@ from ._helpers import (
     all_events,
     assert_refused,
     end_run,
+    new_hook,
     new_run,
     new_running_run,
     new_step,
@@ -530,3 +531,27 @@ async def test_attr_set_changes_round_trip(world: World) -> None:
     assert result.event is not None
     assert await world.events.get(run_id, result.event.seq) == result.event
     assert (await world.events.list(run_id)).events[-1] == result.event
+
+
+async def test_correlation_ids_are_scoped_to_their_run(world: World) -> None:
+    """A step, hook and wait id names an entity of its run: another run may use it too.
+
+    Each run gets its own entity under the same id, with its own data (protocol.md §3).
+    """
+    run_a = await new_running_run(world)
+    run_b = await new_running_run(world)
+    for run_id, token in ((run_a, "tok-a"), (run_b, "tok-b")):
+        await new_step(world, run_id, "s1")
+        await new_hook(world, run_id, "h1", token)
+        await new_wait(world, run_id, "w1")
+    for run_id, token in ((run_a, "tok-a"), (run_b, "tok-b")):
+        step = await world.steps.get(run_id, "s1")
+        hook = await world.hooks.get(run_id, "h1")
+        wait = await world.waits.get(run_id, "w1")
+        assert (step.run_id, hook.run_id, wait.run_id) == (run_id, run_id, run_id)
+        assert hook.token == token
+        assert (await world.hooks.get_by_token(token)).run_id == run_id
+        types = [e.type for e in await all_events(world, run_id)]
+        assert types.count(EventType.STEP_CREATED) == 1
+        assert types.count(EventType.HOOK_CREATED) == 1
+        assert types.count(EventType.WAIT_CREATED) == 1
