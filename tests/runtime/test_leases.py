@@ -8,6 +8,7 @@ second each.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import time
@@ -192,6 +193,8 @@ async def test_a_step_blocking_the_loop_keeps_its_lease_and_is_named(
 # -- steps that raise BaseExceptions ------------------------------------------------
 
 ATTEMPTS: Counter[str] = Counter()
+#: A fresh key per test: ``id(world)`` is reused once a freed World's address is taken again.
+_KEYS = itertools.count()
 
 
 @step(max_retries=1)
@@ -235,7 +238,7 @@ async def failing(key: str) -> str:
 async def test_base_exceptions_fail_the_attempt_and_are_retried(
     world: World, clock: FixedClock, sync_steps: str, queued: bool
 ) -> None:
-    key = f"{sync_steps}-{queued}-{id(world)}"
+    key = f"{sync_steps}-{queued}-{next(_KEYS)}"
     run = await start(retried, key, world=world)
     limits = Limits(sync_steps=sync_steps, inline_steps=0 if queued else 8, queue_steps=queued)
     await _serve(world, clock, Worker(world, limits=limits), run)
@@ -252,7 +255,7 @@ async def test_base_exceptions_fail_the_attempt_and_are_retried(
 async def test_an_unhandled_base_exception_fails_the_step_then_the_run(
     world: World, clock: FixedClock
 ) -> None:
-    key = f"base-{id(world)}"
+    key = f"base-{next(_KEYS)}"
     run = await start(failing, key, world=world)
     await _serve(world, clock, Worker(world), run)
     with pytest.raises(WorkflowFailed) as failed:
