@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import shutil
 import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -438,6 +439,33 @@ def _open(factory: WorldFactory, setup: WorldSetup, wanted: int) -> tuple[list[_
     return [first, second], ""
 
 
+@contextlib.contextmanager
+def _session(factory: WorldFactory, wanted: int, timeout: float) -> Iterator[tuple[_Runner, str]]:
+    """Instances of the World on a fresh scratch directory and clock, and a runner on them.
+
+    Yields the runner and the note of :func:`_open`; at the end every instance is closed
+    (abandoned if a group left its thread blocked) and the directory removed.
+    """
+    directory = Path(tempfile.mkdtemp(prefix="durasim-concurrency-"))
+    clock = FixedClock()
+    setup = WorldSetup(
+        clock=clock, ids=CountingIds(), max_deliveries=1_000_000, directory=directory
+    )
+    opened: list[_Instance] = []
+    runner: _Runner | None = None
+    try:
+        opened, note = _open(factory, setup, wanted)
+        runner = _Runner(opened, clock, timeout)
+        yield runner, note
+    finally:
+        for instance in opened:
+            if runner is not None and runner.stuck:  # a blocked thread cannot close its World
+                instance.abandon()
+            else:
+                instance.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def replay_witness(
     factory: WorldFactory,
     witness: ConcurrencyWitness,
@@ -458,30 +486,14 @@ def replay_witness(
     for attempt in range(tries):
         if before_try is not None:
             before_try()
-        directory = Path(tempfile.mkdtemp(prefix="durasim-concurrency-"))
-        clock = FixedClock()
-        setup = WorldSetup(
-            clock=clock, ids=CountingIds(), max_deliveries=1_000_000, directory=directory
-        )
-        opened: list[_Instance] = []
-        runner: _Runner | None = None
-        try:
-            opened, _ = _open(factory, setup, witness.instances)
-            runner = _Runner(opened, clock, timeout)
+        with _session(factory, witness.instances, timeout) as (runner, _):
             try:
                 records = runner.run(witness.group, f"c{witness.group.number}r{attempt}")
             except _Stuck:
                 return None
-            anomaly, _ = _check(records, clock)
+            anomaly, _ = _check(records, runner.clock)
             if anomaly is not None and anomaly.name == witness.anomaly.name:
                 return tuple(records)
-        finally:
-            for instance in opened:
-                if runner is not None and runner.stuck:
-                    instance.abandon()
-                else:
-                    instance.close()
-            shutil.rmtree(directory, ignore_errors=True)
     return None
 
 
@@ -518,22 +530,13 @@ def run_concurrency(
     """
     factory = check_factory(factory)
     started = time.perf_counter()
-    directory = Path(tempfile.mkdtemp(prefix="durasim-concurrency-"))
-    clock = FixedClock()
-    setup = WorldSetup(
-        clock=clock, ids=CountingIds(), max_deliveries=1_000_000, directory=directory
-    )
-    opened: list[_Instance] = []
-    runner: _Runner | None = None
     kinds: Counter[str] = Counter()
     undecided = 0
     failures: list[ConcurrencyWitness] = []
-    note = ""
-    try:
-        opened, note = _open(factory, setup, instances)
+    with _session(factory, instances, timeout) as (runner, opening):
+        opened, clock, note = runner.instances, runner.clock, opening
         caps = opened[0].world.capabilities
         chosen = applicable_kinds(caps, only)
-        runner = _Runner(opened, clock, timeout)
         for number in range(groups if chosen else 0):
             group = make_group(seed, number, caps, chosen)
             if any(found.group.kind == group.kind for found in failures):
@@ -569,13 +572,6 @@ def run_concurrency(
             clock.advance(1)
         if not chosen:
             note = f"no kind of group is named like {only!r}"
-    finally:
-        for instance in opened:
-            if runner is not None and runner.stuck:  # a blocked thread cannot close its World
-                instance.abandon()
-            else:
-                instance.close()
-        shutil.rmtree(directory, ignore_errors=True)
     return ConcurrencyResult(
         groups=sum(kinds.values()),
         kinds=dict(kinds),

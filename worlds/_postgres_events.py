@@ -245,12 +245,9 @@ class _Events(_Facet):
         target = run_id
         planned: list[Plan] = []
 
-        async def write(conn: Conn) -> EventResult:
-            view = await _View.load(conn, target, [request])
-            if view.run() is None:
-                raise RunNotFound(f"run {target!r} does not exist", run_id=target)
-            self._checked_known(view)
-            plan = plan_write(
+        def plan_for(view: _View | _KnownView) -> Plan:
+            """The write's plan on a view: the locked one, or the process's memory."""
+            return plan_write(
                 view,
                 target,
                 request,
@@ -259,6 +256,13 @@ class _Events(_Facet):
                 expected_seq_in_band=expected_seq_in_band,
                 expected_seq=expected_seq,
             )
+
+        async def write(conn: Conn) -> EventResult:
+            view = await _View.load(conn, target, [request])
+            if view.run() is None:
+                raise RunNotFound(f"run {target!r} does not exist", run_id=target)
+            self._checked_known(view)
+            plan = plan_for(view)
             unseen = await self._unseen(conn, target, seen_seq, plan.before) if plan.events else ()
             if plan.events:
                 await self._store(conn, plan, write_id=write_id, new=False)
@@ -271,19 +275,8 @@ class _Events(_Facet):
                 return True
             return await self._landed_check(target, plan.events[0].seq, write_id)(conn)
 
-        def decide_fast(view: _KnownView) -> Plan:
-            return plan_write(
-                view,
-                target,
-                request,
-                at,
-                in_band=in_band,
-                expected_seq_in_band=expected_seq_in_band,
-                expected_seq=expected_seq,
-            )
-
         async def decide() -> EventResult:
-            fast = await self._fast(target, seen_seq, write_id, decide_fast)
+            fast = await self._fast(target, seen_seq, write_id, plan_for)
             if fast is not None:
                 return fast.result(())
             result = await w._transact(write, landed=landed)
