@@ -415,6 +415,19 @@ _COPIERS: dict[tuple[type, tuple[str, ...]], Callable[[Any, dict[str, Any]], Any
 
 
 def _copier(cls: type, changed: tuple[str, ...]) -> Callable[[Any, dict[str, Any]], Any]:
+    return _generated(cls, changed, "c", lambda name: f"c[{name!r}]")  # type: ignore[no-any-return]
+
+
+def copier(cls: Callable[..., _E], *changed: str) -> Callable[..., _E]:
+    """A function ``copy(value, *new_values)``: ``evolve(value, **dict(zip(changed, new_values)))``.
+
+    For the fold's hottest transitions (a step's start and end, several times a
+    step): made once at import, it skips :func:`evolve`'s lookup and keyword dict.
+    """
+    return _generated(cls, changed, ", ".join(changed), lambda name: name)  # type: ignore[no-any-return]
+
+
+def _generated(cls: Any, changed: tuple[str, ...], params: str, new: Callable[[str], str]) -> Any:
     fields = [a for a in attrs.fields(cls) if a.init]
     for a in fields:
         if not (a.name.isidentifier() and a.alias and a.alias.isidentifier()):
@@ -423,9 +436,9 @@ def _copier(cls: type, changed: tuple[str, ...]) -> Callable[[Any, dict[str, Any
     if unknown:
         raise TypeError(f"{cls.__name__} has no field(s) {unknown}")
     arguments = ", ".join(
-        f"{a.alias}=c[{a.name!r}]" if a.name in changed else f"{a.alias}=v.{a.name}" for a in fields
+        f"{a.alias}={new(a.name)}" if a.name in changed else f"{a.alias}=v.{a.name}" for a in fields
     )
-    source = f"def copy(v, c):\n    return cls({arguments})\n"
+    source = f"def copy(v, {params}):\n    return cls({arguments})\n"
     namespace: dict[str, Any] = {"cls": cls}
     exec(compile(source, f"<evolve {cls.__qualname__}>", "exec"), namespace)  # noqa: S102 -- our own source
-    return namespace["copy"]  # type: ignore[no-any-return]
+    return namespace["copy"]

@@ -9,7 +9,7 @@ both are pure, and every World reuses them (docs/protocol.md §3).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 import attrs
@@ -23,15 +23,14 @@ from ._entities import (
     StepStatuses,
     WaitRecord,
     WaitStatuses,
+    copier,
     evolve,
 )
-from ._events import RUN_TERMINAL_TYPES, Event, Types
+from ._events import RUN_TERMINAL_TYPES, Event, EventType, Types
 
-__all__ = ["FoldedRun", "apply", "fold_into", "fold_log"]
+__all__ = ["STEP_CHANGES", "FoldedRun", "apply", "created_step", "fold_into", "fold_log"]
 
 T = Types
-
-_STEP_ENDS = frozenset({T.STEP_COMPLETED, T.STEP_FAILED})
 
 _TERMINAL_STATUS = {
     T.RUN_COMPLETED: RunStatuses.COMPLETED,
@@ -67,6 +66,62 @@ def _release(
         if w.status is WaitStatuses.WAITING
     ]
     return released_hooks, released_waits
+
+
+def created_step(event: Event, run_id: str) -> StepRecord:
+    """The step a ``step_created`` event brings into being."""
+    at = event.created_at
+    data = event.data
+    assert event.correlation_id is not None
+    return StepRecord(
+        run_id=run_id,
+        step_id=event.correlation_id,
+        step_name=data["step_name"],
+        status=StepStatuses.PENDING,
+        input=data["input"],
+        attempt=0,
+        inline=data.get("inline", False),
+        created_at=at,
+        updated_at=at,
+    )
+
+
+_start = copier(StepRecord, "status", "attempt", "retry_after", "started_at", "updated_at")
+_retry = copier(StepRecord, "status", "error", "retry_after", "updated_at")
+_complete = copier(StepRecord, "status", "output", "completed_at", "updated_at")
+_fail = copier(StepRecord, "status", "error", "completed_at", "updated_at")
+
+
+def _started(step: StepRecord, event: Event) -> StepRecord:
+    at = event.created_at
+    return _start(step, StepStatuses.RUNNING, step.attempt + 1, None, step.started_at or at, at)
+
+
+def _retrying(step: StepRecord, event: Event) -> StepRecord:
+    data = event.data
+    return _retry(
+        step, StepStatuses.PENDING, data["error"], data.get("retry_after"), event.created_at
+    )
+
+
+def _completed(step: StepRecord, event: Event) -> StepRecord:
+    at = event.created_at
+    return _complete(step, StepStatuses.COMPLETED, event.data["result"], at, at)
+
+
+def _failed(step: StepRecord, event: Event) -> StepRecord:
+    at = event.created_at
+    return _fail(step, StepStatuses.FAILED, event.data["error"], at, at)
+
+
+#: How each event that changes an existing step folds into it (the guards call
+#: these directly once they have decided the event is legal).
+STEP_CHANGES: dict[EventType, Callable[[StepRecord, Event], StepRecord]] = {
+    T.STEP_STARTED: _started,
+    T.STEP_RETRYING: _retrying,
+    T.STEP_COMPLETED: _completed,
+    T.STEP_FAILED: _failed,
+}
 
 
 def apply(
@@ -147,68 +202,12 @@ def apply(
     if kind is T.STEP_CREATED:
         if step is not None:
             return run, [], [], []
-        assert cid is not None
-        created_step = StepRecord(
-            run_id=run.run_id,
-            step_id=cid,
-            step_name=data["step_name"],
-            status=StepStatuses.PENDING,
-            input=data["input"],
-            attempt=0,
-            inline=data.get("inline", False),
-            created_at=at,
-            updated_at=at,
-        )
-        return run, [created_step], [], []
-    if kind is T.STEP_STARTED:
+        return run, [created_step(event, run.run_id)], [], []
+    change = STEP_CHANGES.get(kind)
+    if change is not None:
         if step is None:
             return run, [], [], []
-        return (
-            run,
-            [
-                evolve(
-                    step,
-                    status=StepStatuses.RUNNING,
-                    attempt=step.attempt + 1,
-                    retry_after=None,
-                    started_at=step.started_at or at,
-                    updated_at=at,
-                )
-            ],
-            [],
-            [],
-        )
-    if kind is T.STEP_RETRYING:
-        if step is None:
-            return run, [], [], []
-        changed = evolve(
-            step,
-            status=StepStatuses.PENDING,
-            error=data["error"],
-            retry_after=data.get("retry_after"),
-            updated_at=at,
-        )
-        return run, [changed], [], []
-    if kind in _STEP_ENDS:
-        if step is None:
-            return run, [], [], []
-        if kind is T.STEP_COMPLETED:
-            changed = evolve(
-                step,
-                status=StepStatuses.COMPLETED,
-                output=data["result"],
-                completed_at=at,
-                updated_at=at,
-            )
-        else:
-            changed = evolve(
-                step,
-                status=StepStatuses.FAILED,
-                error=data["error"],
-                completed_at=at,
-                updated_at=at,
-            )
-        return run, [changed], [], []
+        return run, [change(step, event)], [], []
     if kind is T.HOOK_CREATED:
         if hook is not None:
             return run, [], [], []
