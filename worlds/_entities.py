@@ -435,10 +435,20 @@ def _generated(cls: Any, changed: tuple[str, ...], params: str, new: Callable[[s
     unknown = sorted(set(changed) - {a.name for a in fields})
     if unknown:
         raise TypeError(f"{cls.__name__} has no field(s) {unknown}")
-    arguments = ", ".join(
-        f"{a.alias}={new(a.name)}" if a.name in changed else f"{a.alias}=v.{a.name}" for a in fields
-    )
-    source = f"def copy(v, {params}):\n    return cls({arguments})\n"
-    namespace: dict[str, Any] = {"cls": cls}
+    if any(a.converter or a.validator for a in fields) or hasattr(cls, "__attrs_post_init__"):
+        arguments = ", ".join(
+            f"{a.alias}={new(a.name)}" if a.name in changed else f"{a.alias}=v.{a.name}"
+            for a in fields
+        )
+        source = f"def copy(v, {params}):\n    return cls({arguments})\n"
+    else:
+        # ``__init__`` would only set each field: set them here, by name (a frozen
+        # class's ``__init__`` pays a keyword match and a bound setter per field).
+        sets = "".join(
+            f"    _set(n, {a.name!r}, {new(a.name) if a.name in changed else 'v.' + a.name})\n"
+            for a in fields
+        )
+        source = f"def copy(v, {params}):\n    n = _new(cls)\n{sets}    return n\n"
+    namespace: dict[str, Any] = {"cls": cls, "_new": object.__new__, "_set": object.__setattr__}
     exec(compile(source, f"<evolve {cls.__qualname__}>", "exec"), namespace)  # noqa: S102 -- our own source
     return namespace["copy"]

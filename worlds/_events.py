@@ -498,6 +498,7 @@ class _Rules:
     no_correlation: bool
     fields: frozenset[str]  # those a client may set
     order: tuple[tuple[str, _Field, bool, _Exact, bool], ...]
+    required: bool  # whether any field is required (without any, empty data is valid)
 
 
 #: Field kinds whose values need no check beyond their exact type ...
@@ -524,6 +525,7 @@ _RULES: Final[dict[str, _Rules]] = {
             for n, f in _SCHEMA[t].items()
             if not f.world_only
         ),
+        required=any(f.required for f in _SCHEMA[t].values()),
     )
     for t in EventType
     if t not in WORLD_ONLY_TYPES
@@ -531,6 +533,7 @@ _RULES: Final[dict[str, _Rules]] = {
 
 _fullmatch_correlation = _CORRELATION_ID.fullmatch
 _new_request = EventRequest.__new__
+_new_payload = Payload.__new__
 _set = object.__setattr__
 
 
@@ -550,26 +553,35 @@ def _validate_common(
         or not _fullmatch_correlation(correlation_id)
     ):
         return None
-    if not rules.fields.issuperset(data):
-        return None
     clean: dict[str, Any] = {}
-    get = data.get
-    for name, spec, required, plain, text in rules.order:
-        value = get(name)
-        if value is None:
-            if required:
-                return None
-        elif type(value) is plain and (
-            not text
-            or (value and value.isascii() and len(value) <= _FAST_MAX_CHARS and "\x00" not in value)
-        ):
-            clean[name] = value
-        else:
-            clean[name] = _check_field(rules.type, name, spec, value)
+    if not data:
+        if rules.required:
+            return None
+    elif not rules.fields.issuperset(data):
+        return None
+    else:
+        get = data.get
+        for name, spec, required, plain, text in rules.order:
+            value = get(name)
+            if value is None:
+                if required:
+                    return None
+            elif type(value) is plain and (
+                not text
+                or (
+                    value
+                    and value.isascii()
+                    and len(value) <= _FAST_MAX_CHARS
+                    and "\x00" not in value
+                )
+            ):
+                clean[name] = value
+            else:
+                clean[name] = _check_field(rules.type, name, spec, value)
     # Built field by field, as attrs would (frozen: each set once, at birth),
     # around a Payload that owns ``clean`` (nothing else holds it).
-    payload = Payload.__new__(Payload)
-    _set(payload, "_items", clean)
+    payload = _new_payload(Payload)
+    payload._items = clean
     request = _new_request(EventRequest)
     _set(request, "type", rules.type)
     _set(request, "correlation_id", correlation_id)

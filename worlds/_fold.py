@@ -28,7 +28,15 @@ from ._entities import (
 )
 from ._events import RUN_TERMINAL_TYPES, Event, EventType, Types
 
-__all__ = ["STEP_CHANGES", "FoldedRun", "apply", "created_step", "fold_into", "fold_log"]
+__all__ = [
+    "STEP_CHANGES",
+    "FoldedRun",
+    "apply",
+    "created_running",
+    "created_step",
+    "fold_into",
+    "fold_log",
+]
 
 T = Types
 
@@ -83,6 +91,29 @@ def created_step(event: Event, run_id: str) -> StepRecord:
         inline=data.get("inline", False),
         created_at=at,
         updated_at=at,
+    )
+
+
+def created_running(created: Event, started: Event) -> StepRecord:
+    """The step a ``step_created`` and its ``step_started`` leave, as one record.
+
+    Equal to folding the two events one after the other (a batch carries this pair
+    every time a step is born running); it skips building the pending record between.
+    """
+    data = created.data
+    assert created.correlation_id is not None
+    at = started.created_at
+    return StepRecord(
+        run_id=created.run_id,
+        step_id=created.correlation_id,
+        step_name=data["step_name"],
+        status=StepStatuses.RUNNING,
+        input=data["input"],
+        attempt=1,
+        inline=data.get("inline", False),
+        created_at=created.created_at,
+        updated_at=at,
+        started_at=at,
     )
 
 

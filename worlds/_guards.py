@@ -54,7 +54,7 @@ from ._events import (
     Payload,
     Types,
 )
-from ._fold import STEP_CHANGES, apply, created_step
+from ._fold import STEP_CHANGES, apply, created_running, created_step
 
 __all__ = [
     "BATCH_FORBIDDEN",
@@ -294,9 +294,20 @@ def _new_event(
 
 
 def _plan_step_created(
-    view: _Overlay, plan: Plan, request: EventRequest, at: datetime, in_band: bool
+    view: _Overlay,
+    plan: Plan,
+    request: EventRequest,
+    at: datetime,
+    in_band: bool,
+    *,
+    started: EventRequest | None = None,
 ) -> None:
-    """:func:`_plan_one` for ``step_created``: the same checks in the same order."""
+    """:func:`_plan_one` for ``step_created``: the same checks in the same order.
+
+    With ``started`` (the ``step_started`` that follows it in a batch), plans both:
+    a step just created is pending, at attempt 0, with no ``retry_after``, in a run
+    that is running, so no check of :func:`_plan_step_change` can refuse the start.
+    """
     run = plan.run
     status = run.status
     cid = request.correlation_id
@@ -319,7 +330,20 @@ def _plan_step_created(
     _set(event, "correlation_id", cid)
     _set(event, "in_band", in_band)
     _set(event, "data", request.data)
-    step = created_step(event, run.run_id)
+    if started is None:
+        step = created_step(event, run.run_id)
+    else:
+        start = _new(Event)
+        _set(start, "run_id", run.run_id)
+        _set(start, "seq", event.seq + 1)
+        _set(start, "type", T.STEP_STARTED)
+        _set(start, "created_at", at)
+        _set(start, "correlation_id", cid)
+        _set(start, "in_band", in_band)
+        _set(start, "data", started.data.first("attempt", 1))
+        step = created_running(event, start)
+        events.append(event)
+        event = start
     plan.steps[cid] = step
     events.append(event)
     plan.touched = step
@@ -685,17 +709,31 @@ def plan_batch(
     overlay = _Overlay(view, plan)
     events = plan.events
     planners = _PLANNERS
-    for request in requests:
+    last = len(requests) - 1
+    skip = False
+    for i, request in enumerate(requests):
+        if skip:
+            skip = False
+            continue
         count = len(events)
-        planner = planners.get(request.type)
+        kind = request.type
+        if kind is T.STEP_CREATED and i < last:
+            following = requests[i + 1]
+            if (
+                following.type is T.STEP_STARTED
+                and following.correlation_id == request.correlation_id
+            ):
+                _plan_step_created(overlay, plan, request, at, in_band, started=following)
+                skip = True
+                continue
+        planner = planners.get(kind)
         if planner is not None:
             planner(overlay, plan, request, at, in_band)
         else:
             _plan_one(overlay, plan, request, at, in_band=in_band, in_batch=True)
         if len(events) != count + 1:
             raise InvalidRequest(
-                f"{request.type.value} in a batch for run {run_id!r} would append nothing; "
-                "write it alone",
+                f"{kind.value} in a batch for run {run_id!r} would append nothing; write it alone",
                 run_id=run_id,
             )
     _close(plan, in_band=in_band)

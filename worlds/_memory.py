@@ -61,10 +61,17 @@ from ._time import Clock, IdSource, RandomIds, SystemClock
 __all__ = ["MemoryWorld"]
 
 
+_EMPTY = Snapshot(seq=0, seq_in_band=0)
+
+
 @attrs.define
 class _RunRecord:
     state: FoldedRun
     events: list[Event] = attrs.field(factory=list)
+    #: ``state.seq`` and ``state.seq_in_band`` as the Snapshot the last write planned.
+    counters: Snapshot = _EMPTY
+    #: The guards' view of this run (it reads ``state``, which changes in place).
+    view: _View | None = None
 
 
 class _View:
@@ -78,9 +85,7 @@ class _View:
         return self._record.state.run if self._record else None
 
     def counters(self) -> Snapshot:
-        if self._record is None:
-            return Snapshot(seq=0, seq_in_band=0)
-        return Snapshot(seq=self._record.state.seq, seq_in_band=self._record.state.seq_in_band)
+        return self._record.counters if self._record is not None else _EMPTY
 
     def step(self, step_id: str) -> StepRecord | None:
         return self._record.state.steps.get(step_id) if self._record else None
@@ -182,13 +187,19 @@ class MemoryWorld:
         record = self._runs.get(run_id)
         if record is None:
             record = self._runs[run_id] = _RunRecord(state=FoldedRun())
+            record.view = _View(self, record)
         state = record.state
         record.events.extend(plan.events)
         state.run = plan.run
-        state.steps.update(plan.steps)
+        if plan.steps:
+            state.steps.update(plan.steps)
+        if plan.waits:
+            state.waits.update(plan.waits)
+        after = record.counters = plan.after
+        state.seq, state.seq_in_band = after.seq, after.seq_in_band
+        if not plan.hooks:
+            return  # every hook_received changes its hook: no resume id to record either
         state.hooks.update(plan.hooks)
-        state.waits.update(plan.waits)
-        state.seq, state.seq_in_band = plan.after.seq, plan.after.seq_in_band
         for event in plan.events:
             if event.type is Types.HOOK_RECEIVED and "resume_id" in event.data:
                 state.resume_ids.setdefault(event.data["resume_id"], event)
@@ -217,6 +228,11 @@ class MemoryWorld:
             assert [e.seq for e in record.events] == list(range(1, len(record.events) + 1))
             assert record.state.seq == len(record.events)
             assert record.state.seq_in_band == sum(e.in_band for e in record.events)
+            assert record.counters == Snapshot(
+                seq=record.state.seq, seq_in_band=record.state.seq_in_band
+            )
+            assert record.view is not None
+            assert record.view._record is record
             for hook in record.state.hooks.values():
                 if hook.status is HookStatuses.ACTIVE:
                     assert hook.token not in live, f"token {hook.token!r} held twice"
@@ -353,8 +369,9 @@ class _Events(_Facet):
                 f"{request.type.value} needs the run id; only run_created may pass None"
             )
         record = w._record(run_id)
+        assert record.view is not None
         plan = plan_write(
-            _View(w, record),
+            record.view,
             run_id,
             request,
             now,
@@ -379,12 +396,13 @@ class _Events(_Facet):
     ) -> BatchResult:
         w = self._w
         # The runtime's requests come validated (``EventRequest.of``): taken as they are.
-        checked = [
-            r if type(r) is EventRequest and r.validated else check_request(r) for r in requests
-        ]
+        checked = []
+        for r in requests:
+            checked.append(r if type(r) is EventRequest and r.validated else check_request(r))
         record = w._record(run_id)
+        assert record.view is not None
         plan = plan_batch(
-            _View(w, record),
+            record.view,
             run_id,
             checked,
             event_time(w._clock.now(), occurred_at, in_band=in_band),
