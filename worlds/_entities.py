@@ -17,6 +17,7 @@ from typing import Any, Final, TypeVar
 
 import attrs
 
+from ._build import evolver
 from ._events import Event, Payload
 
 __all__ = [
@@ -412,43 +413,4 @@ def evolve(value: _E, **changes: Any) -> _E:
 
 
 _COPIERS: dict[tuple[type, tuple[str, ...]], Callable[[Any, dict[str, Any]], Any]] = {}
-
-
-def _copier(cls: type, changed: tuple[str, ...]) -> Callable[[Any, dict[str, Any]], Any]:
-    return _generated(cls, changed, "c", lambda name: f"c[{name!r}]")  # type: ignore[no-any-return]
-
-
-def copier(cls: Callable[..., _E], *changed: str) -> Callable[..., _E]:
-    """A function ``copy(value, *new_values)``: ``evolve(value, **dict(zip(changed, new_values)))``.
-
-    For the fold's hottest transitions (a step's start and end, several times a
-    step): made once at import, it skips :func:`evolve`'s lookup and keyword dict.
-    """
-    return _generated(cls, changed, ", ".join(changed), lambda name: name)  # type: ignore[no-any-return]
-
-
-def _generated(cls: Any, changed: tuple[str, ...], params: str, new: Callable[[str], str]) -> Any:
-    fields = [a for a in attrs.fields(cls) if a.init]
-    for a in fields:
-        if not (a.name.isidentifier() and a.alias and a.alias.isidentifier()):
-            raise TypeError(f"{cls.__name__}.{a.name}: not a plain field")
-    unknown = sorted(set(changed) - {a.name for a in fields})
-    if unknown:
-        raise TypeError(f"{cls.__name__} has no field(s) {unknown}")
-    if any(a.converter or a.validator for a in fields) or hasattr(cls, "__attrs_post_init__"):
-        arguments = ", ".join(
-            f"{a.alias}={new(a.name)}" if a.name in changed else f"{a.alias}=v.{a.name}"
-            for a in fields
-        )
-        source = f"def copy(v, {params}):\n    return cls({arguments})\n"
-    else:
-        # ``__init__`` would only set each field: set them here, by name (a frozen
-        # class's ``__init__`` pays a keyword match and a bound setter per field).
-        sets = "".join(
-            f"    _set(n, {a.name!r}, {new(a.name) if a.name in changed else 'v.' + a.name})\n"
-            for a in fields
-        )
-        source = f"def copy(v, {params}):\n    n = _new(cls)\n{sets}    return n\n"
-    namespace: dict[str, Any] = {"cls": cls, "_new": object.__new__, "_set": object.__setattr__}
-    exec(compile(source, f"<evolve {cls.__qualname__}>", "exec"), namespace)  # noqa: S102 -- our own source
-    return namespace["copy"]
+_copier = evolver

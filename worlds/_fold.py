@@ -14,6 +14,7 @@ from datetime import datetime
 
 import attrs
 
+from ._build import builder, copier
 from ._entities import (
     HookRecord,
     HookStatuses,
@@ -23,7 +24,6 @@ from ._entities import (
     StepStatuses,
     WaitRecord,
     WaitStatuses,
-    copier,
     evolve,
 )
 from ._events import RUN_TERMINAL_TYPES, Event, EventType, Types
@@ -76,12 +76,15 @@ def _release(
     return released_hooks, released_waits
 
 
+_new_step = builder(StepRecord)
+
+
 def created_step(event: Event, run_id: str) -> StepRecord:
     """The step a ``step_created`` event brings into being."""
     at = event.created_at
     data = event.data
     assert event.correlation_id is not None
-    return StepRecord(
+    return _new_step(
         run_id=run_id,
         step_id=event.correlation_id,
         step_name=data["step_name"],
@@ -100,10 +103,10 @@ def created_running(created: Event, started: Event) -> StepRecord:
     Equal to folding the two events one after the other (a batch carries this pair
     every time a step is born running); it skips building the pending record between.
     """
-    data = created.data
+    data = created.data._items  # a dict's lookups, without Payload's Python-level ones
     assert created.correlation_id is not None
     at = started.created_at
-    return StepRecord(
+    return _new_step(
         run_id=created.run_id,
         step_id=created.correlation_id,
         step_name=data["step_name"],
@@ -137,7 +140,7 @@ def _retrying(step: StepRecord, event: Event) -> StepRecord:
 
 def _completed(step: StepRecord, event: Event) -> StepRecord:
     at = event.created_at
-    return _complete(step, StepStatuses.COMPLETED, event.data["result"], at, at)
+    return _complete(step, StepStatuses.COMPLETED, event.data._items["result"], at, at)
 
 
 def _failed(step: StepRecord, event: Event) -> StepRecord:

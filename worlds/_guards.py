@@ -18,6 +18,7 @@ from typing import Protocol
 
 import attrs
 
+from ._build import builder
 from ._entities import (
     EventResult,
     HookRecord,
@@ -69,8 +70,8 @@ T = Types
 
 # Events are built field by field, as attrs would (frozen: each set once, at birth):
 # every value is already of its field's type, so the ``data`` converter has nothing to do.
-_new = Event.__new__
-_set = object.__setattr__
+_event = builder(Event)
+_snapshot = builder(Snapshot)
 
 # Sets, not tuples: ``kind in (A, B)`` falls back to str.__eq__ per member.
 _CREATIONS = frozenset({T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED})
@@ -282,14 +283,15 @@ def _new_event(
 ) -> Event:
     # ``data`` is in schema order already: the request's is (validated), and the
     # guards place each field they add where the schema has it.
-    event = _new(Event)
-    _set(event, "run_id", run_id)
-    _set(event, "seq", seq)
-    _set(event, "type", type_ or request.type)
-    _set(event, "created_at", at)
-    _set(event, "correlation_id", request.correlation_id)
-    _set(event, "in_band", in_band)
-    _set(event, "data", request.data if data is None else data)
+    event = _event(
+        run_id=run_id,
+        seq=seq,
+        type=type_ or request.type,
+        created_at=at,
+        correlation_id=request.correlation_id,
+        in_band=in_band,
+        data=request.data if data is None else data,
+    )
     return event
 
 
@@ -322,25 +324,27 @@ def _plan_step_created(
     if view.has_step(cid):
         raise EntityConflict(f"run {run.run_id!r}: step {cid!r} already exists", run_id=run.run_id)
     events = plan.events
-    event = _new(Event)
-    _set(event, "run_id", run.run_id)
-    _set(event, "seq", plan.before.seq + len(events) + 1)
-    _set(event, "type", T.STEP_CREATED)
-    _set(event, "created_at", at)
-    _set(event, "correlation_id", cid)
-    _set(event, "in_band", in_band)
-    _set(event, "data", request.data)
+    event = _event(
+        run_id=run.run_id,
+        seq=plan.before.seq + len(events) + 1,
+        type=T.STEP_CREATED,
+        created_at=at,
+        correlation_id=cid,
+        in_band=in_band,
+        data=request.data,
+    )
     if started is None:
         step = created_step(event, run.run_id)
     else:
-        start = _new(Event)
-        _set(start, "run_id", run.run_id)
-        _set(start, "seq", event.seq + 1)
-        _set(start, "type", T.STEP_STARTED)
-        _set(start, "created_at", at)
-        _set(start, "correlation_id", cid)
-        _set(start, "in_band", in_band)
-        _set(start, "data", started.data.first("attempt", 1))
+        start = _event(
+            run_id=run.run_id,
+            seq=event.seq + 1,
+            type=T.STEP_STARTED,
+            created_at=at,
+            correlation_id=cid,
+            in_band=in_band,
+            data=started.data.first("attempt", 1),
+        )
         step = created_running(event, start)
         events.append(event)
         event = start
@@ -396,14 +400,15 @@ def _plan_step_change(
             run_id=run_id,
         )
     events = plan.events
-    event = _new(Event)
-    _set(event, "run_id", run_id)
-    _set(event, "seq", plan.before.seq + len(events) + 1)
-    _set(event, "type", kind)
-    _set(event, "created_at", at)
-    _set(event, "correlation_id", cid)
-    _set(event, "in_band", in_band)
-    _set(event, "data", data)
+    event = _event(
+        run_id=run_id,
+        seq=plan.before.seq + len(events) + 1,
+        type=kind,
+        created_at=at,
+        correlation_id=cid,
+        in_band=in_band,
+        data=data,
+    )
     changed = STEP_CHANGES[kind](step, event)
     plan.steps[cid] = changed
     events.append(event)
@@ -745,6 +750,6 @@ def _close(plan: Plan, *, in_band: bool) -> None:
     added = len(plan.events)
     if added:
         before = plan.before
-        plan.after = Snapshot(
+        plan.after = _snapshot(
             seq=before.seq + added, seq_in_band=before.seq_in_band + (added if in_band else 0)
         )

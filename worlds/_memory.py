@@ -12,6 +12,7 @@ from datetime import datetime
 
 import attrs
 
+from ._build import builder
 from ._checks import (
     check_limit,
     check_request,
@@ -62,6 +63,7 @@ __all__ = ["MemoryWorld"]
 
 
 _EMPTY = Snapshot(seq=0, seq_in_band=0)
+_batch_result = builder(BatchResult)
 
 
 @attrs.define
@@ -75,29 +77,32 @@ class _RunRecord:
 
 
 class _View:
-    """The fold's StateView over the memory World's dicts."""
+    """The fold's StateView over one run of the memory World (made once per run)."""
 
-    def __init__(self, world: MemoryWorld, record: _RunRecord | None) -> None:
+    def __init__(self, world: MemoryWorld, record: _RunRecord) -> None:
         self._world = world
         self._record = record
+        state = record.state
+        self._state = state
+        self._steps = state.steps
 
     def run(self) -> RunRecord | None:
-        return self._record.state.run if self._record else None
+        return self._state.run
 
     def counters(self) -> Snapshot:
-        return self._record.counters if self._record is not None else _EMPTY
+        return self._record.counters
 
     def step(self, step_id: str) -> StepRecord | None:
-        return self._record.state.steps.get(step_id) if self._record else None
+        return self._steps.get(step_id)
 
     def has_step(self, step_id: str) -> bool:
-        return self._record is not None and step_id in self._record.state.steps
+        return step_id in self._steps
 
     def hook(self, hook_id: str) -> HookRecord | None:
-        return self._record.state.hooks.get(hook_id) if self._record else None
+        return self._state.hooks.get(hook_id)
 
     def wait(self, wait_id: str) -> WaitRecord | None:
-        return self._record.state.waits.get(wait_id) if self._record else None
+        return self._state.waits.get(wait_id)
 
     def live_hook_by_token(self, token: str) -> HookRecord | None:
         owner = self._world._tokens.get(token)
@@ -106,17 +111,13 @@ class _View:
         return self._world._runs[owner[0]].state.hooks[owner[1]]
 
     def received_by_resume_id(self, resume_id: str) -> Event | None:
-        return self._record.state.resume_ids.get(resume_id) if self._record else None
+        return self._state.resume_ids.get(resume_id)
 
     def active_hooks(self) -> list[HookRecord]:
-        if self._record is None:
-            return []
-        return [h for h in self._record.state.hooks.values() if h.status is HookStatuses.ACTIVE]
+        return [h for h in self._state.hooks.values() if h.status is HookStatuses.ACTIVE]
 
     def waiting_waits(self) -> list[WaitRecord]:
-        if self._record is None:
-            return []
-        return [w for w in self._record.state.waits.values() if w.status is WaitStatuses.WAITING]
+        return [w for w in self._state.waits.values() if w.status is WaitStatuses.WAITING]
 
 
 class MemoryWorld:
@@ -233,6 +234,8 @@ class MemoryWorld:
             )
             assert record.view is not None
             assert record.view._record is record
+            assert record.view._state is record.state
+            assert record.view._steps is record.state.steps
             for hook in record.state.hooks.values():
                 if hook.status is HookStatuses.ACTIVE:
                     assert hook.token not in live, f"token {hook.token!r} held twice"
@@ -398,7 +401,7 @@ class _Events(_Facet):
         # The runtime's requests come validated (``EventRequest.of``): taken as they are.
         checked = []
         for r in requests:
-            checked.append(r if type(r) is EventRequest and r.validated else check_request(r))
+            checked.append(r if type(r) is EventRequest and r._validated else check_request(r))
         record = w._record(run_id)
         assert record.view is not None
         plan = plan_batch(
@@ -412,7 +415,7 @@ class _Events(_Facet):
         )
         unseen = w._unseen(run_id, seen_seq, plan.before)
         w._store(run_id, plan)
-        return BatchResult(events=tuple(plan.events), run=plan.run, unseen=unseen)
+        return _batch_result(events=tuple(plan.events), run=plan.run, unseen=unseen)
 
     async def get(self, run_id: str, seq: int) -> Event:
         events = self._w._record(run_id).events
