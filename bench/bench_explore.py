@@ -7,8 +7,9 @@ Run: ``.venv/bin/python bench/bench_explore.py [--examples N] [--memory N]``.
   fresh-process replay of every example (the defaults), with the fresh-process
   replay off (``fresh_process=False``), and with both off; measured in turns
   (``--rounds`` of each, one after the other), each figure the median;
-* memory: RSS after the first 100 examples and after ``--memory`` examples
-  (default 10,000) of one exploration; the target is an end within 1.5x;
+* memory: RSS after the first 100 examples (fewer when ``--memory`` is smaller)
+  and after ``--memory`` examples (default 10,000; 0 skips it) of one
+  exploration; the target is an end within 1.5x;
 * the floor: Hypothesis's own stateful engine running a 10-rule machine that does
   nothing but add (``RuleBasedStateMachine``, ``stateful_step_count=10``, no
   database, no deadline), the same number of examples, in the same rounds; issue 22
@@ -91,7 +92,9 @@ def hypothesis_floor(examples: int) -> float:
     return examples / (time.perf_counter() - began)
 
 
-def memory(examples: int) -> tuple[float, float]:
+def memory(examples: int) -> tuple[int, float, float]:
+    """RSS after the first ``min(100, examples)`` examples and at the end: (mark, MB, MB)."""
+    first = max(1, min(100, examples))
     marks: dict[int, float] = {}
 
     def progress(stats: ExploreStats) -> None:
@@ -103,10 +106,12 @@ def memory(examples: int) -> tuple[float, float]:
         seed=2,
         faults=FAULT_KINDS,
         progress=progress,
-        progress_every=100,
+        progress_every=first,
     )
     assert result.ok, result.render()
-    return marks[100], rss_mb()
+    # Exploration can stop early (every example already seen): the first mark then.
+    mark = min(marks, default=0)
+    return mark, marks.get(mark, rss_mb()), rss_mb()
 
 
 def _shard(args: tuple[int, int]) -> float:
@@ -174,10 +179,13 @@ def main() -> None:
         f"scaling: {options.examples} examples, 1 process {one:.1f} s, 2 shards in 2 processes "
         f"{two:.1f} s ({one / two:.2f}x)"
     )
-    first, end = memory(options.memory)
+    if options.memory <= 0:
+        print("memory: skipped (--memory 0)")
+        return
+    mark, first, end = memory(options.memory)
     print(
-        f"memory: RSS {first:.1f} MB after 100 examples, {end:.1f} MB after {options.memory} "
-        f"({end / first:.2f}x; target <= 1.5x)"
+        f"memory: RSS {first:.1f} MB after {mark} examples, {end:.1f} MB after "
+        f"{options.memory} ({end / first:.2f}x; target <= 1.5x)"
     )
 
 

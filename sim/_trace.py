@@ -95,7 +95,9 @@ class Trace:
 
     def event(self, event: Event, writer: str) -> None:
         """A committed event."""
-        self._rows.append(("event", self._clock.elapsed, "", event, writer, self._points()))
+        clock = self._clock  # clock.elapsed, inline: one call less per committed event
+        at = (clock._micros - clock._epoch) / 1_000_000
+        self._rows.append(("event", at, "", event, writer, self._points()))
 
     def lines(self) -> list[str]:
         """The rendered lines (a new list each time)."""
