@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -117,7 +118,13 @@ def describe_fresh_process(hash_seed: int) -> str:
 
 def _search_path() -> list[str]:
     """This process's ``sys.path``, absolute (the server's working directory may differ)."""
-    return [os.path.abspath(p) for p in sys.path if isinstance(p, str)]
+    return list(_absolute(tuple(p for p in sys.path if isinstance(p, str)), os.getcwd()))
+
+
+@functools.lru_cache(maxsize=8)
+def _absolute(path: tuple[str, ...], cwd: str) -> tuple[str, ...]:
+    # Asked once per example: the answer depends on the path and the working directory only.
+    return tuple(os.path.abspath(p) for p in path)
 
 
 class _Server:
