@@ -16,13 +16,24 @@ Run: ``.venv/bin/python bench/bench_explore.py [--examples N] [--memory N]``.
   asks ``explore()`` with all its verdicts for at least 2x this floor (and 300/s);
 * scaling: the same examples split into 2 shards in 2 processes (what
   ``@explores(shards=2)`` under ``pytest -n 2`` does), wall time vs 1 process.
+
+``--instructions`` counts CPU instructions per explored example instead (needs
+valgrind): each variant runs under ``valgrind --tool=callgrind`` at two sizes
+and the difference is divided by the difference in examples.  Only this
+process is counted: with the defaults, the fresh-process replay's server works
+in a process of its own (what this process pays for it is counted).
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
+import re
+import shutil
 import statistics
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -133,12 +144,57 @@ def scaling(examples: int) -> tuple[float, float]:
     return one, two
 
 
+#: --instructions: variant -> explore() options (the sizes: _SIZES examples).
+_COUNTED: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "fresh_process=False": {"fresh_process": False},
+    "determinism_every=0, fresh_process=False": {"determinism_every": 0, "fresh_process": False},
+}
+_SIZES = (20, 60)
+
+
+def _instructions(variant: str, examples: int) -> int:
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        __file__,
+        "--workload",
+        variant,
+        str(examples),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def instructions() -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    small, large = _SIZES
+    for variant in _COUNTED:
+        per = (_instructions(variant, large) - _instructions(variant, small)) / (large - small)
+        print(f"{per / 1e6:8.2f} M instructions per example  {variant}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--examples", type=int, default=1000)
     parser.add_argument("--memory", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--instructions", action="store_true", help="count instructions")
+    parser.add_argument("--workload", nargs=2, metavar=("VARIANT", "N"), help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.workload:
+        throughput(int(options.workload[1]), seed=10, **_COUNTED[options.workload[0]])
+        return
+    if options.instructions:
+        instructions()
+        return
     variants: dict[str, dict[str, Any]] = {
         "defaults: determinism and fresh-process replay of every example": {},
         "fresh_process=False (determinism replay only)": {"fresh_process": False},

@@ -151,6 +151,11 @@ class Trace:
         return line.rstrip()
 
     def _field(self, key: str, value: Any) -> str:
+        kind = type(value)
+        if kind is bytes:  # the common exact types first, shown as the checks below show them
+            return f"{key}=<{len(value)}B>"
+        if kind is int or kind is bool:
+            return f"{key}={value}"
         if isinstance(value, bytes | bytearray):
             return f"{key}=<{len(value)}B>"
         if isinstance(value, datetime):
