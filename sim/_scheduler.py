@@ -240,12 +240,13 @@ class Scheduler:
         self._ordinal += 1
         clock = self.clock
         at = (clock._micros - clock._epoch) / 1_000_000  # clock.elapsed, the loop's time()
-        if not self._watches and self._alone_at(at):
+        watched = bool(self._watches)
+        if not watched and self._alone_at(at):
             # Nothing else could run and nobody looks: go on (see at()); the
             # Point is built only if the history is read.
             self._history.append((self._ordinal, at, *fields))
             return
-        await self.at(actor, make_point((self._ordinal, at, *fields)))
+        await self.at(actor, make_point((self._ordinal, at, *fields)), not_alone=not watched)
 
     def _alone_at(self, now: float) -> bool:
         """:meth:`_alone` at loop time ``now`` (the interception hot path: one call)."""
@@ -266,8 +267,12 @@ class Scheduler:
                 return False
         return True
 
-    async def at(self, actor: Actor, point: Point) -> None:
-        """Record ``point``, fire the script's watches, park until the scheduler says go."""
+    async def at(self, actor: Actor, point: Point, *, not_alone: bool = False) -> None:
+        """Record ``point``, fire the script's watches, park until the scheduler says go.
+
+        ``not_alone``: the caller found, with no watch armed, that another task could
+        run (nothing changes that before the check here: it is not made twice).
+        """
         self._history.append(point)
         parked = Parked(point=point, future=self.loop.create_future(), actor=actor)
         crash: Watch | None = None
@@ -296,7 +301,7 @@ class Scheduler:
                 where += f" ({point.writer.label} at {point.call} [call {point.seq}])"
             self.deliveries.crash(actor, point, where=where)
             raise Crashed
-        if not parked.held and not parked.fail and self._alone():
+        if not parked.held and not parked.fail and not not_alone and self._alone():
             # The idle point would offer exactly this task and ask nothing (no
             # other task, message, timer or fault question): go on without the
             # round trip through the loop. Same choices, same trace.
@@ -330,7 +335,16 @@ class Scheduler:
         is watched: the idle point would then choose among exactly the
         candidates there are now (and ask the fault question it would ask).
         """
-        return self._settled() and not self.loop.io_in_flight()
+        # _settled() and no I/O in flight, in one call (asked at every parked point).
+        if self.halted is not None or self._closing:
+            return False
+        loop = self.loop
+        if loop._ready:  # type: ignore[attr-defined]
+            return False
+        scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
+        if scheduled and scheduled[0].when() < self.clock.seconds() + _LOOP_RESOLUTION:
+            return False
+        return not loop.io_in_flight()
 
     def _quiet(self) -> bool:
         """No fault question pending, and the loop settled (see :meth:`_settled`)."""
