@@ -639,6 +639,8 @@ def _lease_policy(lease_seconds: float | None, renew_every: float | None) -> Lea
     """``LeasePolicy.of``, validated once per pair (a frozen value; explore makes two Sims
     per example with the same pair)."""
     return LeasePolicy.of(lease_seconds, renew_every)
+
+
 #: Frames the watchdog's report names a writer by: a delivery's, the script's.
 _DELIVER_CODE = Deliveries._deliver.__code__
 _MAIN_CODE = Sim._main.__code__
