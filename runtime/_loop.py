@@ -57,18 +57,20 @@ class _Routes:
         self._lock = threading.Lock()
         self._running = 0
         self._routes: dict[tuple[int, str], tuple[Any, str, object]] = {}
+        self._table: tuple[tuple[Any, str, object], ...] = ()
         self._saved: list[tuple[Any, str, object]] = []
 
     def add(self, owner: Any, name: str, replacement: object) -> None:
         with self._lock:
             self._routes[(id(owner), name)] = (owner, name, replacement)
+            self._table = tuple(self._routes.values())
 
     def enter(self) -> None:
         with self._lock:
             self._running += 1
             if self._running == 1:
-                self._saved = [(o, n, getattr(o, n)) for o, n, _ in self._routes.values()]
-                for owner, name, replacement in self._routes.values():
+                self._saved = [(o, n, getattr(o, n)) for o, n, _ in self._table]
+                for owner, name, replacement in self._table:
                     setattr(owner, name, replacement)
 
     def exit(self) -> None:
@@ -77,7 +79,6 @@ class _Routes:
             if self._running == 0:
                 for owner, name, saved in self._saved:
                     setattr(owner, name, saved)
-                self._saved = []
 
 
 _routes = _Routes()

@@ -40,6 +40,7 @@ from ._hooks import HookConflict, HookState, new_token
 from ._loop import WorkflowLoop
 from ._metadata import WORKFLOW_METADATA, WorkflowMetadata
 from ._patches import PATCH_ATTR, PATCH_PREFIX
+from ._payloads import RECORD_TYPES as _RECORD_TYPES
 from ._payloads import RunPayloads
 from ._sandbox_check import check_workflow
 from ._signals import CANCEL_ATTR
@@ -227,6 +228,7 @@ class Replay:
         self.patches: dict[str, bool] = {}  # change id -> the run's decision
         self._recorded_patches: set[str] = set()  # markers anywhere in the log held
         self._hints: list[str] = []  # what a divergence should also say
+        self._time_of: datetime | None = None  # the moment the loop's clock was last set to
 
     # -- driving --------------------------------------------------------------------
 
@@ -240,6 +242,8 @@ class Replay:
         for event in events:
             if event.type not in _NOT_PROGRESS and event.seq > self.horizon:
                 self.horizon = event.seq
+            if event.type not in _PRELOADED:
+                continue  # a step's or a run's event: nothing below applies
             if event.type is Types.ATTR_SET and (event.correlation_id or "").startswith(
                 PATCH_PREFIX
             ):
@@ -250,6 +254,16 @@ class Replay:
                 # Written by a runtime that numbered hooks and timers per run:
                 # keep numbering them that way, so the run replays as it was.
                 self._legacy_ids = True
+
+    def take(self, events: list[Event]) -> None:
+        """Events just committed: learn what :meth:`preload` learns, deliver the new ones.
+
+        Those already consumed were delivered ahead of their commit (run-ahead).
+        """
+        self.preload(events)
+        for event in events:
+            if event.seq > self.consumed:
+                self.deliver(event)
 
     def begin(self) -> None:
         """Decode the input, start the workflow and run it until it waits."""
@@ -295,8 +309,12 @@ class Replay:
                 seq=event.seq,
             )
         self.consumed = event.seq
-        self.payloads.note(event)
-        self.loop.set_time(event.created_at.timestamp())
+        if event.type in _RECORD_TYPES:
+            self.payloads.note(event)
+        at = event.created_at
+        if at is not self._time_of:  # a batch's events share their time
+            self._time_of = at
+            self.loop.set_time(at.timestamp())
         handler = _HANDLERS.get(event.type)
         if handler is None:
             raise self._diverged(event, "this runtime does not handle it yet")
@@ -858,6 +876,8 @@ def _step_name(event: Event) -> str:
 _NOT_PROGRESS = frozenset({Types.RUN_CREATED, Types.RUN_STARTED})
 _HOOK_BIRTHS = frozenset({Types.HOOK_CREATED, Types.HOOK_CONFLICT})
 _NUMBERED = frozenset({Types.HOOK_CREATED, Types.HOOK_CONFLICT, Types.WAIT_CREATED})
+#: The events :meth:`Replay.preload` looks into beyond their position.
+_PRELOADED = _HOOK_BIRTHS | _NUMBERED | {Types.ATTR_SET}
 
 _HANDLERS: dict[EventType, Callable[[Replay, Event], None]] = {
     Types.RUN_CREATED: Replay._on_structural,

@@ -78,7 +78,9 @@ class InBandWriter:
         occurred_at: datetime | None = None,
         expected_seq: int | None = None,
     ) -> list[Event]:
-        async with self.lock:
+        lock = self.lock
+        await lock.acquire()  # not ``async with``: two coroutines less per write
+        try:
             expected, seen = self.expected, len(self.events)
             try:
                 if batch:
@@ -107,6 +109,8 @@ class InBandWriter:
             self.expected += len(mine)
             self._absorb(unseen, mine)
             return mine
+        finally:
+            lock.release()
 
     def _absorb(self, unseen: tuple[Event, ...], mine: list[Event]) -> None:
         if unseen:
@@ -118,16 +122,13 @@ class InBandWriter:
                 self.stale = True
         self.written += len(mine)
         landed = [*unseen, *mine] if unseen else mine
+        self.events += landed
         replay = self.replay if not self.stale else None
         if replay is not None:
             # A cold replay would hold these too (patch decisions depend on it).
-            replay.preload(landed)
-        for event in landed:
-            self.events.append(event)
             # Events the replay already consumed were handed to it ahead of their
             # commit (run-ahead); the caller compares them with what committed.
-            if replay is not None and event.seq > replay.consumed:
-                replay.deliver(event)
+            replay.take(landed)
 
 
 @attrs.define(eq=False)
