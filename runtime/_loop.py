@@ -97,7 +97,7 @@ class WorkflowFuture(asyncio.Future[T]):
     """A future whose hash is its creation number on its loop (deterministic set order)."""
 
     def __init__(self, *, loop: WorkflowLoop) -> None:
-        self._durasim_number = loop.next_number()
+        self._durasim_number = next(loop.numbers)
         super().__init__(loop=loop)
 
     def __hash__(self) -> int:
@@ -116,7 +116,7 @@ class WorkflowTask(asyncio.Task[T]):
         context: contextvars.Context | None = None,
     ) -> None:
         # Numbered before Task.__init__, which already hashes the task (all_tasks).
-        self._durasim_number = loop.next_number()
+        self._durasim_number = next(loop.numbers)
         self._durasim_site = task_site(coro)  # names the hooks and timers it makes
         super().__init__(coro, loop=loop, name=name, context=context)
 
@@ -146,7 +146,8 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         now: float,
     ) -> None:
         self._ready: collections.deque[asyncio.Handle] = collections.deque()
-        self._numbers = itertools.count(1)
+        #: Creation numbers of its tasks and futures (:meth:`next_number`).
+        self.numbers = itertools.count(1)
         self._now = now
         self._on_timer = on_timer
         self._on_timer_cancelled = on_timer_cancelled
@@ -278,7 +279,7 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
 
     def next_number(self) -> int:
         """The next creation number for a task or future of this loop."""
-        return next(self._numbers)
+        return next(self.numbers)
 
     def create_future(self) -> asyncio.Future[Any]:
         """A future numbered in creation order."""

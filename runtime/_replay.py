@@ -297,7 +297,8 @@ class Replay:
         if failure is not None:
             coro = _fail_with(failure)  # the run fails like any workflow that raises
         self._task = self.loop.create_task(coro, name="workflow", context=context)
-        self._run()
+        if self.loop.has_ready():
+            self._run()
 
     def deliver(self, event: Event) -> None:
         """Feed the next event of the log and run the workflow to quiescence."""
@@ -323,8 +324,7 @@ class Replay:
             self._run()
 
     def _run(self) -> None:
-        if not self.loop.has_ready():
-            return  # the event woke nothing (a step_created, say): no workflow code to run
+        """Run the workflow until it waits (callers check that something is ready)."""
         # Measured outside the sandbox: inside it, perf_counter is the run's clock.
         began = wall_perf_counter()
         with self.determinism.active():
