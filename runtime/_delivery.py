@@ -347,7 +347,8 @@ class RunDelivery:
             return False
         requests = [request]
         queued: list[str] = []
-        if replay.done:
+        done = replay.done
+        if done:
             requests.append(_terminal_request(replay))
         else:
             # Only what may share a batch rides along; a hook or an attribute change

@@ -146,6 +146,8 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         now: float,
     ) -> None:
         self._ready: collections.deque[asyncio.Handle] = collections.deque()
+        #: The callbacks scheduled (read-only outside the loop: empty means quiescent).
+        self.callbacks = self._ready
         #: Creation numbers of its tasks and futures (:meth:`next_number`).
         self.numbers = itertools.count(1)
         self._now = now

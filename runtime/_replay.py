@@ -37,7 +37,7 @@ from ._compare import first_difference, short
 from ._determinism import RunDeterminism, wall_perf_counter
 from ._errors import ReplayDivergence
 from ._hooks import HookConflict, HookState, new_token
-from ._loop import WorkflowLoop
+from ._loop import WorkflowFuture, WorkflowLoop
 from ._metadata import WORKFLOW_METADATA, WorkflowMetadata
 from ._patches import PATCH_ATTR, PATCH_PREFIX
 from ._payloads import RECORD_TYPES as _RECORD_TYPES
@@ -203,6 +203,7 @@ class Replay:
             on_timer_cancelled=self._timer_cancelled,
             now=_seconds(started_at),
         )
+        self._ready = self.loop.callbacks  # what the loop would run next
         self.determinism = RunDeterminism(run_id=run_id, clock=self.loop.time)
         self.steps: dict[str, StepState] = {}
         self.waits: dict[str, WaitState] = {}
@@ -320,7 +321,7 @@ class Replay:
         if handler is None:
             raise self._diverged(event, "this runtime does not handle it yet")
         handler(self, event)
-        if self.loop.has_ready():
+        if self._ready:
             self._run()
 
     def _run(self) -> None:
@@ -395,7 +396,7 @@ class Replay:
         count = self._step_counts.get(definition.step_id, 0) + 1
         self._step_counts[definition.step_id] = count
         correlation_id = f"{definition.step_id}#{count}"
-        future = self.loop.create_future()
+        future: asyncio.Future[Any] = WorkflowFuture(loop=self.loop)
         # Reduced to bytes here, at the call site: custom classes serialize the
         # same way on every replay, and the caller's objects are never shared
         # with the step (pass by value).  Frozen values already stored are
@@ -623,7 +624,7 @@ class Replay:
         return None
 
     def _on_step_created(self, event: Event) -> None:
-        state = self._step(event)
+        state = self.steps.get(event.correlation_id or "") or self._step(event)
         if state.created:
             return  # a second creation is refused by the World; inert if seen
         name = event.data.get("step_name")
@@ -650,7 +651,7 @@ class Replay:
         self._open_steps[state.correlation_id] = state
 
     def _on_step_started(self, event: Event) -> None:
-        state = self._step(event)
+        state = self.steps.get(event.correlation_id or "") or self._step(event)
         if not state.created:
             raise self._diverged(event, "the step was started before it was created")
         state.attempts = int(event.data.get("attempt", state.attempts + 1))
@@ -661,7 +662,7 @@ class Replay:
         state.retry_after = event.data.get("retry_after")
 
     def _on_step_outcome(self, event: Event) -> None:
-        state = self._step(event)
+        state = self.steps.get(event.correlation_id or "") or self._step(event)
         if state.done:
             return  # first outcome in log order wins; later ones are inert
         state.done = True
