@@ -224,7 +224,15 @@ class RunDelivery:
                     # this task, with no task to create and no wait to wake from.
                     state, started = starts.pop()
                     outcome = await self.run_step(state, started=started)
-                    if await handle(outcome, last=True):
+                    if (
+                        outcome is not None
+                        and not writer.stale
+                        and replay.busy_seconds <= limits.replay_budget
+                    ):
+                        ended = await self.commit_ahead(replay, outcome.request, launch)
+                    else:
+                        ended = await handle(outcome, last=True)
+                    if ended:
                         report.status = _FINISHED
                         return "done"
                     continue

@@ -69,8 +69,9 @@ class _Routes:
         with self._lock:
             self._running += 1
             if self._running == 1:
-                self._saved = [(o, n, getattr(o, n)) for o, n, _ in self._table]
+                saved = self._saved = []
                 for owner, name, replacement in self._table:
+                    saved.append((owner, name, getattr(owner, name)))
                     setattr(owner, name, replacement)
 
     def exit(self) -> None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Coroutine
 from datetime import datetime
+from typing import Any
 
 import attrs
 
@@ -58,15 +60,15 @@ class InBandWriter:
         written = await self._commit([request], batch=False)
         return written[0] if written else None
 
-    async def write_batch(
+    def write_batch(
         self,
         requests: list[EventRequest],
         *,
         occurred_at: datetime | None = None,
         expected_seq: int | None = None,
-    ) -> list[Event]:
-        """In-band events at consecutive positions, atomically."""
-        return await self._commit(
+    ) -> Coroutine[Any, Any, list[Event]]:
+        """In-band events at consecutive positions, atomically (await the result)."""
+        return self._commit(
             requests, batch=True, occurred_at=occurred_at, expected_seq=expected_seq
         )
 
