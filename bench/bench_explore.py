@@ -7,21 +7,33 @@ Run: ``.venv/bin/python bench/bench_explore.py [--examples N] [--memory N]``.
   fresh-process replay of every example (the defaults), with the fresh-process
   replay off (``fresh_process=False``), and with both off; measured in turns
   (``--rounds`` of each, one after the other), each figure the median;
-* memory: RSS after the first 100 examples and after ``--memory`` examples
-  (default 10,000) of one exploration; the target is an end within 1.5x;
+* memory: RSS after the first 100 examples (fewer when ``--memory`` is smaller)
+  and after ``--memory`` examples (default 10,000; 0 skips it) of one
+  exploration; the target is an end within 1.5x;
 * the floor: Hypothesis's own stateful engine running a 10-rule machine that does
   nothing but add (``RuleBasedStateMachine``, ``stateful_step_count=10``, no
   database, no deadline), the same number of examples, in the same rounds; issue 22
   asks ``explore()`` with all its verdicts for at least 2x this floor (and 300/s);
 * scaling: the same examples split into 2 shards in 2 processes (what
   ``@explores(shards=2)`` under ``pytest -n 2`` does), wall time vs 1 process.
+
+``--instructions`` counts CPU instructions per explored example instead (needs
+valgrind): each variant runs under ``valgrind --tool=callgrind`` at two sizes
+and the difference is divided by the difference in examples.  Only this
+process is counted: with the defaults, the fresh-process replay's server works
+in a process of its own (what this process pays for it is counted).
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
+import re
+import shutil
 import statistics
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -91,7 +103,9 @@ def hypothesis_floor(examples: int) -> float:
     return examples / (time.perf_counter() - began)
 
 
-def memory(examples: int) -> tuple[float, float]:
+def memory(examples: int) -> tuple[int, float, float]:
+    """RSS after the first ``min(100, examples)`` examples and at the end: (mark, MB, MB)."""
+    first = max(1, min(100, examples))
     marks: dict[int, float] = {}
 
     def progress(stats: ExploreStats) -> None:
@@ -103,10 +117,12 @@ def memory(examples: int) -> tuple[float, float]:
         seed=2,
         faults=FAULT_KINDS,
         progress=progress,
-        progress_every=100,
+        progress_every=first,
     )
     assert result.ok, result.render()
-    return marks[100], rss_mb()
+    # Exploration can stop early (every example already seen): the first mark then.
+    mark = min(marks, default=0)
+    return mark, marks.get(mark, rss_mb()), rss_mb()
 
 
 def _shard(args: tuple[int, int]) -> float:
@@ -128,12 +144,57 @@ def scaling(examples: int) -> tuple[float, float]:
     return one, two
 
 
+#: --instructions: variant -> explore() options (the sizes: _SIZES examples).
+_COUNTED: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "fresh_process=False": {"fresh_process": False},
+    "determinism_every=0, fresh_process=False": {"determinism_every": 0, "fresh_process": False},
+}
+_SIZES = (20, 60)
+
+
+def _instructions(variant: str, examples: int) -> int:
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        __file__,
+        "--workload",
+        variant,
+        str(examples),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def instructions() -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    small, large = _SIZES
+    for variant in _COUNTED:
+        per = (_instructions(variant, large) - _instructions(variant, small)) / (large - small)
+        print(f"{per / 1e6:8.2f} M instructions per example  {variant}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--examples", type=int, default=1000)
     parser.add_argument("--memory", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--instructions", action="store_true", help="count instructions")
+    parser.add_argument("--workload", nargs=2, metavar=("VARIANT", "N"), help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.workload:
+        throughput(int(options.workload[1]), seed=10, **_COUNTED[options.workload[0]])
+        return
+    if options.instructions:
+        instructions()
+        return
     variants: dict[str, dict[str, Any]] = {
         "defaults: determinism and fresh-process replay of every example": {},
         "fresh_process=False (determinism replay only)": {"fresh_process": False},
@@ -174,10 +235,13 @@ def main() -> None:
         f"scaling: {options.examples} examples, 1 process {one:.1f} s, 2 shards in 2 processes "
         f"{two:.1f} s ({one / two:.2f}x)"
     )
-    first, end = memory(options.memory)
+    if options.memory <= 0:
+        print("memory: skipped (--memory 0)")
+        return
+    mark, first, end = memory(options.memory)
     print(
-        f"memory: RSS {first:.1f} MB after 100 examples, {end:.1f} MB after {options.memory} "
-        f"({end / first:.2f}x; target <= 1.5x)"
+        f"memory: RSS {first:.1f} MB after {mark} examples, {end:.1f} MB after "
+        f"{options.memory} ({end / first:.2f}x; target <= 1.5x)"
     )
 
 

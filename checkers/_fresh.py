@@ -21,15 +21,22 @@ process, started on first use and gone with its parent: see
   exploration's probe, earlier examples, earlier replays) are not there.
 
 Each log is judged by the cold-replay oracle (:func:`verify_replay_log`) there.
+
+A request is one pickle frame (its logs as plain tuples, see :func:`wire_log`):
+the server is this process's own child on a private pipe, and a log goes there
+exactly as it is here, without a text form to write and parse back on each
+side.  The answers are one JSON line each.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import hashlib
 import json
 import os
+import pickle
 import select
 import subprocess
 import sys
@@ -43,7 +50,6 @@ from durasim.runtime import DefinitionNotFound
 from durasim.runtime.lowlevel import find_workflow
 from durasim.worlds import DurasimError, Event, EventType, World
 
-from ._export import event_to_json
 from ._oracle import ReplayVerdict, read_log
 
 __all__ = [
@@ -71,6 +77,9 @@ CLOCK_SHIFT = timedelta(days=400, hours=1, minutes=1, seconds=1)
 DEFAULT_CHILD_HASH_SEED = 1
 #: How long one request may take in the server before it is killed.
 REPLY_TIMEOUT_SECONDS = 120.0
+
+#: Bytes of the length that starts each request frame.
+FRAME_HEADER = 8
 
 _BOOT = (
     "import sys, json; sys.path[:0] = json.loads(sys.argv[3]); "
@@ -109,7 +118,13 @@ def describe_fresh_process(hash_seed: int) -> str:
 
 def _search_path() -> list[str]:
     """This process's ``sys.path``, absolute (the server's working directory may differ)."""
-    return [os.path.abspath(p) for p in sys.path if isinstance(p, str)]
+    return list(_absolute(tuple(p for p in sys.path if isinstance(p, str)), os.getcwd()))
+
+
+@functools.lru_cache(maxsize=8)
+def _absolute(path: tuple[str, ...], cwd: str) -> tuple[str, ...]:
+    # Asked once per example: the answer depends on the path and the working directory only.
+    return tuple(os.path.abspath(p) for p in path)
 
 
 class _Server:
@@ -136,8 +151,8 @@ class _Server:
         self.busy = False
 
     def send(self, request: dict[str, Any]) -> None:
-        data = (json.dumps(request) + "\n").encode("utf-8")
-        view = memoryview(data)
+        data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(len(data).to_bytes(FRAME_HEADER, "big") + data)
         while view:
             view = view[os.write(self._requests, view) :]
         self.busy = True
@@ -268,7 +283,49 @@ def _modules(logs: Iterable[Sequence[Event]]) -> tuple[list[str], str | None]:
     return list(modules), main_path
 
 
-#: Verdicts already given, by (hash seed, sha256 of the log's JSON lines): the
+#: One event as the replay server receives it (see :func:`wire_log`).
+WireEvent = tuple[str, int, str, Any, str | None, bool, dict[str, Any]]
+
+
+def wire_log(events: Sequence[Event]) -> bytes:
+    """A log as the server receives it: the pickle of each event's fields as plain values.
+
+    Equal bytes unpickle to equal events, so the bytes also key the verdicts
+    already given (another identity pattern only costs a cache miss).
+    """
+    wire: list[WireEvent] = [
+        (
+            e.run_id,
+            e.seq,
+            e.type._value_,
+            e.created_at,
+            e.correlation_id,
+            e.in_band,
+            dict(e.data.items()),
+        )
+        for e in events
+    ]
+    return pickle.dumps(wire, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unwire_log(data: bytes) -> list[Event]:
+    """The events :func:`wire_log` sent."""
+    wire: list[WireEvent] = pickle.loads(data)  # noqa: S301 -- our own parent, a private pipe
+    return [
+        Event(
+            run_id=run_id,
+            seq=seq,
+            type=EventType(type_),
+            created_at=created_at,
+            correlation_id=correlation_id,
+            in_band=in_band,
+            data=data,
+        )
+        for run_id, seq, type_, created_at, correlation_id, in_band, data in wire
+    ]
+
+
+#: Verdicts already given, by (hash seed, sha256 of the log's wire bytes): the
 #: server's answer depends on nothing else (each replay starts from the same
 #: freshly imported state), and explored examples often end with equal logs.
 _KNOWN: dict[tuple[int, str], ReplayVerdict] = {}
@@ -286,18 +343,18 @@ class FreshReplay:
     def __init__(self, logs: Sequence[Sequence[Event]], hash_seed: int) -> None:
         self.hash_seed = hash_seed
         self._keys: list[tuple[int, str]] = []
-        sent: list[list[str]] = []
+        sent: list[bytes] = []
         self._sent_keys: list[tuple[int, str]] = []
         self._server: _Server | None = None
         self._modules: list[str] = []
         for events in logs:
             if not events:
                 continue
-            lines = [event_to_json(e) for e in events]
-            key = (hash_seed, hashlib.sha256("\n".join(lines).encode()).hexdigest())
+            wire = wire_log(events)
+            key = (hash_seed, hashlib.sha256(wire).hexdigest())
             self._keys.append(key)
             if key not in _KNOWN and key not in self._sent_keys:
-                sent.append(lines)
+                sent.append(wire)
                 self._sent_keys.append(key)
         if not sent:
             return

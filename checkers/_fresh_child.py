@@ -12,8 +12,9 @@ oracle, answers the exploring process itself and exits.  Module globals a
 replay changes die with the grandchild, so no replay (and nothing the
 exploring process did) is seen by the next.
 
-Requests and answers are one JSON line each, on two pipes given as file
-descriptors (stdout and stderr stay free for whatever user code prints).
+Requests are one pickle frame each (a length, then the pickle; the logs as
+``_fresh.wire_log`` made them), answers one JSON line each, on two pipes given
+as file descriptors (stdout and stderr stay free for whatever user code prints).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import importlib
 import json
 import logging
 import os
+import pickle
 import sys
 import time
 import traceback
@@ -38,8 +40,7 @@ from durasim.runtime import DefinitionNotFound
 from durasim.runtime.lowlevel import find_workflow
 
 from . import _fresh
-from ._export import event_from_json
-from ._fresh import CLOCK_SHIFT, FRESH_ENV_VAR, finished_logs
+from ._fresh import CLOCK_SHIFT, FRAME_HEADER, FRESH_ENV_VAR, finished_logs, unwire_log
 from ._oracle import verify_replay_log
 
 _REAL_DATETIME = _datetime_module.datetime
@@ -180,9 +181,9 @@ def perturb_environment() -> None:
     os.environ.__class__ = _PerturbedEnviron
 
 
-def _replay(logs: list[list[str]]) -> dict[str, Any]:
+def _replay(logs: list[bytes]) -> dict[str, Any]:
     """Replay every log (in a grandchild); the answer to send."""
-    runs = [[event_from_json(line) for line in log] for log in logs]
+    runs = [unwire_log(log) for log in logs]
     for events in runs:
         created = next((e for e in events if e.type.value == "run_created"), None)
         name = str(created.data.get("workflow_name", "")) if created else ""
@@ -222,15 +223,28 @@ def _serve_one(request: dict[str, Any], imported: list[str]) -> dict[str, Any]:
     return _replay(request["logs"])
 
 
-def _read_line(fd: int) -> bytes:
-    """One request line from ``fd`` (b"" at EOF); the parent sends one, then waits."""
+def _read_exactly(fd: int, size: int) -> bytes:
+    """``size`` bytes from ``fd`` (fewer only at EOF)."""
     data = bytearray()
-    while not data.endswith(b"\n"):
-        chunk = os.read(fd, 1 << 16)
+    while len(data) < size:
+        chunk = os.read(fd, min(size - len(data), 1 << 20))
         if not chunk:
-            return b""
+            break
         data += chunk
     return bytes(data)
+
+
+def _read_request(fd: int) -> dict[str, Any] | None:
+    """One request frame from ``fd`` (``None`` at EOF); the parent sends one, then waits."""
+    header = _read_exactly(fd, FRAME_HEADER)
+    if len(header) < FRAME_HEADER:
+        return None
+    size = int.from_bytes(header, "big")
+    body = _read_exactly(fd, size)
+    if len(body) < size:
+        return None
+    request: dict[str, Any] = pickle.loads(body)  # noqa: S301 -- our own parent's pipe
+    return request
 
 
 def _write(fd: int, answer: dict[str, Any]) -> None:
@@ -243,12 +257,11 @@ def _grandchild(requests_fd: int, answers_fd: int, status_fd: int) -> None:
     """Serve one request and exit; tell the zygote what was imported (never returns)."""
     try:
         gc.disable()  # a short life: no collection needed
-        line = _read_line(requests_fd)
-        status: dict[str, Any] = {"eof": not line}
-        if line:
+        request = _read_request(requests_fd)
+        status: dict[str, Any] = {"eof": request is None}
+        if request is not None:
             imported: list[str] = []
             try:
-                request = json.loads(line)
                 answer = _serve_one(request, imported)
                 status.update(path=request.get("path"), main=request.get("main"))
                 status["modules"] = imported
@@ -298,9 +311,9 @@ def _serve_forking(requests_fd: int, answers_fd: int) -> None:
 
 def _serve_here(requests_fd: int, answers_fd: int) -> None:
     """Without fork (Windows): replay in this process (module state is then shared)."""
-    while line := _read_line(requests_fd):
+    while (request := _read_request(requests_fd)) is not None:
         try:
-            answer = _serve_one(json.loads(line), [])
+            answer = _serve_one(request, [])
         except Exception as exc:
             answer = {"error": "".join(traceback.format_exception(exc))[-4000:]}
         _write(answers_fd, answer)

@@ -135,6 +135,9 @@ class _OracleWorld:
     def __init__(self, inner: MemoryWorld, log: list[Event], refused: list[str]) -> None:
         self._inner = inner
         self.events = _Guard(inner.events, log, refused)
+        # The other facets as attributes: the runtime reads them at every call.
+        self.runs, self.steps, self.hooks = inner.runs, inner.steps, inner.hooks
+        self.waits, self.queue, self.streams = inner.waits, inner.queue, inner.streams
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -249,11 +252,19 @@ async def verify_replay_log(
     written: list[Event] = []
     refused: list[str] = []
     oracle = _OracleWorld(store, written, refused)
-    limits = limits or Limits()
-    limits = attrs.evolve(limits, keep_replays=False, sync_steps="inline", queue_steps=False)
+    limits = _ORACLE_LIMITS if limits is None else _oracle_limits(limits)
     # Its own engine, as a fresh process's: nothing kept from another delivery.
     report = await Engine(oracle).deliver(run_id, limits=limits)
     return _judge(run_id, terminal, report, tuple(written), refused)
+
+
+def _oracle_limits(limits: Limits) -> Limits:
+    """``limits`` as the oracle's one delivery runs: no kept replay, steps inline, no queue."""
+    return attrs.evolve(limits, keep_replays=False, sync_steps="inline", queue_steps=False)
+
+
+#: The oracle's limits when the caller gives none (a frozen value, made once).
+_ORACLE_LIMITS = _oracle_limits(Limits())
 
 
 def _judge(

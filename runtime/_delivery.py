@@ -224,7 +224,15 @@ class RunDelivery:
                     # this task, with no task to create and no wait to wake from.
                     state, started = starts.pop()
                     outcome = await self.run_step(state, started=started)
-                    if await handle(outcome, last=True):
+                    if (
+                        outcome is not None
+                        and not writer.stale
+                        and replay.busy_seconds <= limits.replay_budget
+                    ):
+                        ended = await self.commit_ahead(replay, outcome.request, launch)
+                    else:
+                        ended = await handle(outcome, last=True)
+                    if ended:
                         report.status = _FINISHED
                         return "done"
                     continue
@@ -347,16 +355,20 @@ class RunDelivery:
             return False
         requests = [request]
         queued: list[str] = []
-        if replay.done:
+        done = replay.done
+        if done:
             requests.append(_terminal_request(replay))
         else:
             # Only what may share a batch rides along; a hook or an attribute change
             # (and everything after it) is written by the main loop, alone.
-            commands = replay.new_commands()
-            cut = next((i for i, c in enumerate(commands) if not isinstance(c, BATCHABLE)), None)
-            batchable = [c for c in commands[:cut] if isinstance(c, BATCHABLE)]
-            created, queued = _creations(batchable, limits.inline_steps, limits)
-            requests += created
+            batchable: list[StepCommand | WaitCommand] = []
+            for command in replay.new_commands():
+                if not isinstance(command, BATCHABLE):
+                    break
+                batchable.append(command)
+            if batchable:
+                created, queued = _creations(batchable, limits.inline_steps, limits)
+                requests += created
         try:
             written = await writer.write_batch(
                 requests, occurred_at=at, expected_seq=provisional.seq - 1
@@ -376,7 +388,8 @@ class RunDelivery:
         if requests[-1].type is Types.RUN_FAILED:
             _log_run_failed(writer.run_id, replay.outcome()[1], "USER_ERROR")
         launch(written)
-        await _dispatch(world, writer.run_id, queued, self.deployment)
+        if queued:
+            await _dispatch(world, writer.run_id, queued, self.deployment)
         return replay.done
 
     async def write_commands(

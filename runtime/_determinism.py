@@ -66,29 +66,40 @@ class RunDeterminism:
         seed = int.from_bytes(hashlib.sha256(f"durasim:{run_id}".encode()).digest()[:16], "big")
         self.random = random.Random(seed)  # noqa: S311 -- replayable, not secret
         self.clock = clock
+        self._active: _Active | None = None
 
     def active(self) -> _Active:
         """Make this run's clock and randomness the thread's while workflow code runs."""
-        if not _installed:
-            _install_once()
-        return _Active(self)
+        active = self._active
+        if active is None or active.entered:
+            # One per run, reused: workflow code runs once per event delivered.
+            if not _installed:
+                _install_once()
+            active = _Active(self)
+            if self._active is None:
+                self._active = active
+        return active
 
 
 class _Active:
     """The context manager :meth:`RunDeterminism.active` returns (a class: it runs often)."""
 
-    __slots__ = ("_previous", "_run")
+    __slots__ = ("_previous", "_run", "entered")
 
     def __init__(self, run: RunDeterminism) -> None:
         self._run = run
         self._previous: RunDeterminism | None = None
+        self.entered = False
 
     def __enter__(self) -> None:
         self._previous = _state.run
         _state.run = self._run
+        self.entered = True
 
     def __exit__(self, *exc: object) -> None:
         _state.run = self._previous
+        self._previous = None
+        self.entered = False
 
 
 def now() -> datetime:

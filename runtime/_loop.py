@@ -57,18 +57,21 @@ class _Routes:
         self._lock = threading.Lock()
         self._running = 0
         self._routes: dict[tuple[int, str], tuple[Any, str, object]] = {}
+        self._table: tuple[tuple[Any, str, object], ...] = ()
         self._saved: list[tuple[Any, str, object]] = []
 
     def add(self, owner: Any, name: str, replacement: object) -> None:
         with self._lock:
             self._routes[(id(owner), name)] = (owner, name, replacement)
+            self._table = tuple(self._routes.values())
 
     def enter(self) -> None:
         with self._lock:
             self._running += 1
             if self._running == 1:
-                self._saved = [(o, n, getattr(o, n)) for o, n, _ in self._routes.values()]
-                for owner, name, replacement in self._routes.values():
+                saved = self._saved = []
+                for owner, name, replacement in self._table:
+                    saved.append((owner, name, getattr(owner, name)))
                     setattr(owner, name, replacement)
 
     def exit(self) -> None:
@@ -77,7 +80,6 @@ class _Routes:
             if self._running == 0:
                 for owner, name, saved in self._saved:
                     setattr(owner, name, saved)
-                self._saved = []
 
 
 _routes = _Routes()
@@ -96,7 +98,7 @@ class WorkflowFuture(asyncio.Future[T]):
     """A future whose hash is its creation number on its loop (deterministic set order)."""
 
     def __init__(self, *, loop: WorkflowLoop) -> None:
-        self._durasim_number = loop.next_number()
+        self._durasim_number = next(loop.numbers)
         super().__init__(loop=loop)
 
     def __hash__(self) -> int:
@@ -115,7 +117,7 @@ class WorkflowTask(asyncio.Task[T]):
         context: contextvars.Context | None = None,
     ) -> None:
         # Numbered before Task.__init__, which already hashes the task (all_tasks).
-        self._durasim_number = loop.next_number()
+        self._durasim_number = next(loop.numbers)
         self._durasim_site = task_site(coro)  # names the hooks and timers it makes
         super().__init__(coro, loop=loop, name=name, context=context)
 
@@ -145,7 +147,10 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         now: float,
     ) -> None:
         self._ready: collections.deque[asyncio.Handle] = collections.deque()
-        self._numbers = itertools.count(1)
+        #: The callbacks scheduled (read-only outside the loop: empty means quiescent).
+        self.callbacks = self._ready
+        #: Creation numbers of its tasks and futures (:meth:`next_number`).
+        self.numbers = itertools.count(1)
         self._now = now
         self._on_timer = on_timer
         self._on_timer_cancelled = on_timer_cancelled
@@ -277,7 +282,7 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
 
     def next_number(self) -> int:
         """The next creation number for a task or future of this loop."""
-        return next(self._numbers)
+        return next(self.numbers)
 
     def create_future(self) -> asyncio.Future[Any]:
         """A future numbered in creation order."""

@@ -44,7 +44,14 @@ from durasim.worlds import Event, EventType, Types
 from .serialization import PREFIX, ClassRegistry, FrozenValues, SerializationError, deserialize
 from .serialization._api import NOT_PLAIN, loads_plain, plain_scalar
 
-__all__ = ["RUN_INPUT_RECORD", "LogRecords", "RunPayloads", "decode_payload", "refers_to_records"]
+__all__ = [
+    "RECORD_TYPES",
+    "RUN_INPUT_RECORD",
+    "LogRecords",
+    "RunPayloads",
+    "decode_payload",
+    "refers_to_records",
+]
 
 
 #: The payload field of each event whose payload is a record ``@<seq>``.
@@ -53,6 +60,8 @@ _RECORD_FIELDS: dict[EventType, str] = {
     Types.STEP_COMPLETED: "result",
     Types.HOOK_RECEIVED: "payload",
 }
+#: The events that carry a record (all others :meth:`RunPayloads.note` ignores).
+RECORD_TYPES = frozenset({Types.STEP_CREATED, *_RECORD_FIELDS})
 #: ``run_created`` is the first event of every log (docs/protocol.md §4.1).
 RUN_INPUT_RECORD = "@1"
 #: The kind byte ``f``: a payload that refers to other records (docs/serialization.md).

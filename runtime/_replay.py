@@ -37,9 +37,10 @@ from ._compare import first_difference, short
 from ._determinism import RunDeterminism, wall_perf_counter
 from ._errors import ReplayDivergence
 from ._hooks import HookConflict, HookState, new_token
-from ._loop import WorkflowLoop
+from ._loop import WorkflowFuture, WorkflowLoop
 from ._metadata import WORKFLOW_METADATA, WorkflowMetadata
 from ._patches import PATCH_ATTR, PATCH_PREFIX
+from ._payloads import RECORD_TYPES as _RECORD_TYPES
 from ._payloads import RunPayloads
 from ._sandbox_check import check_workflow
 from ._signals import CANCEL_ATTR
@@ -202,6 +203,7 @@ class Replay:
             on_timer_cancelled=self._timer_cancelled,
             now=_seconds(started_at),
         )
+        self._ready = self.loop.callbacks  # what the loop would run next
         self.determinism = RunDeterminism(run_id=run_id, clock=self.loop.time)
         self.steps: dict[str, StepState] = {}
         self.waits: dict[str, WaitState] = {}
@@ -227,6 +229,7 @@ class Replay:
         self.patches: dict[str, bool] = {}  # change id -> the run's decision
         self._recorded_patches: set[str] = set()  # markers anywhere in the log held
         self._hints: list[str] = []  # what a divergence should also say
+        self._time_of: datetime | None = None  # the moment the loop's clock was last set to
 
     # -- driving --------------------------------------------------------------------
 
@@ -240,6 +243,8 @@ class Replay:
         for event in events:
             if event.type not in _NOT_PROGRESS and event.seq > self.horizon:
                 self.horizon = event.seq
+            if event.type not in _PRELOADED:
+                continue  # a step's or a run's event: nothing below applies
             if event.type is Types.ATTR_SET and (event.correlation_id or "").startswith(
                 PATCH_PREFIX
             ):
@@ -250,6 +255,16 @@ class Replay:
                 # Written by a runtime that numbered hooks and timers per run:
                 # keep numbering them that way, so the run replays as it was.
                 self._legacy_ids = True
+
+    def take(self, events: list[Event]) -> None:
+        """Events just committed: learn what :meth:`preload` learns, deliver the new ones.
+
+        Those already consumed were delivered ahead of their commit (run-ahead).
+        """
+        self.preload(events)
+        for event in events:
+            if event.seq > self.consumed:
+                self.deliver(event)
 
     def begin(self) -> None:
         """Decode the input, start the workflow and run it until it waits."""
@@ -283,7 +298,8 @@ class Replay:
         if failure is not None:
             coro = _fail_with(failure)  # the run fails like any workflow that raises
         self._task = self.loop.create_task(coro, name="workflow", context=context)
-        self._run()
+        if self.loop.has_ready():
+            self._run()
 
     def deliver(self, event: Event) -> None:
         """Feed the next event of the log and run the workflow to quiescence."""
@@ -295,18 +311,21 @@ class Replay:
                 seq=event.seq,
             )
         self.consumed = event.seq
-        self.payloads.note(event)
-        self.loop.set_time(event.created_at.timestamp())
+        if event.type in _RECORD_TYPES:
+            self.payloads.note(event)
+        at = event.created_at
+        if at is not self._time_of:  # a batch's events share their time
+            self._time_of = at
+            self.loop.set_time(at.timestamp())
         handler = _HANDLERS.get(event.type)
         if handler is None:
             raise self._diverged(event, "this runtime does not handle it yet")
         handler(self, event)
-        if self.loop.has_ready():
+        if self._ready:
             self._run()
 
     def _run(self) -> None:
-        if not self.loop.has_ready():
-            return  # the event woke nothing (a step_created, say): no workflow code to run
+        """Run the workflow until it waits (callers check that something is ready)."""
         # Measured outside the sandbox: inside it, perf_counter is the run's clock.
         began = wall_perf_counter()
         with self.determinism.active():
@@ -377,7 +396,7 @@ class Replay:
         count = self._step_counts.get(definition.step_id, 0) + 1
         self._step_counts[definition.step_id] = count
         correlation_id = f"{definition.step_id}#{count}"
-        future = self.loop.create_future()
+        future: asyncio.Future[Any] = WorkflowFuture(loop=self.loop)
         # Reduced to bytes here, at the call site: custom classes serialize the
         # same way on every replay, and the caller's objects are never shared
         # with the step (pass by value).  Frozen values already stored are
@@ -605,7 +624,7 @@ class Replay:
         return None
 
     def _on_step_created(self, event: Event) -> None:
-        state = self._step(event)
+        state = self.steps.get(event.correlation_id or "") or self._step(event)
         if state.created:
             return  # a second creation is refused by the World; inert if seen
         name = event.data.get("step_name")
@@ -632,7 +651,7 @@ class Replay:
         self._open_steps[state.correlation_id] = state
 
     def _on_step_started(self, event: Event) -> None:
-        state = self._step(event)
+        state = self.steps.get(event.correlation_id or "") or self._step(event)
         if not state.created:
             raise self._diverged(event, "the step was started before it was created")
         state.attempts = int(event.data.get("attempt", state.attempts + 1))
@@ -643,7 +662,7 @@ class Replay:
         state.retry_after = event.data.get("retry_after")
 
     def _on_step_outcome(self, event: Event) -> None:
-        state = self._step(event)
+        state = self.steps.get(event.correlation_id or "") or self._step(event)
         if state.done:
             return  # first outcome in log order wins; later ones are inert
         state.done = True
@@ -858,6 +877,8 @@ def _step_name(event: Event) -> str:
 _NOT_PROGRESS = frozenset({Types.RUN_CREATED, Types.RUN_STARTED})
 _HOOK_BIRTHS = frozenset({Types.HOOK_CREATED, Types.HOOK_CONFLICT})
 _NUMBERED = frozenset({Types.HOOK_CREATED, Types.HOOK_CONFLICT, Types.WAIT_CREATED})
+#: The events :meth:`Replay.preload` looks into beyond their position.
+_PRELOADED = _HOOK_BIRTHS | _NUMBERED | {Types.ATTR_SET}
 
 _HANDLERS: dict[EventType, Callable[[Replay, Event], None]] = {
     Types.RUN_CREATED: Replay._on_structural,

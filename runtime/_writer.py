@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Coroutine
 from datetime import datetime
+from typing import Any
 
 import attrs
 
@@ -58,15 +60,15 @@ class InBandWriter:
         written = await self._commit([request], batch=False)
         return written[0] if written else None
 
-    async def write_batch(
+    def write_batch(
         self,
         requests: list[EventRequest],
         *,
         occurred_at: datetime | None = None,
         expected_seq: int | None = None,
-    ) -> list[Event]:
-        """In-band events at consecutive positions, atomically."""
-        return await self._commit(
+    ) -> Coroutine[Any, Any, list[Event]]:
+        """In-band events at consecutive positions, atomically (await the result)."""
+        return self._commit(
             requests, batch=True, occurred_at=occurred_at, expected_seq=expected_seq
         )
 
@@ -78,7 +80,9 @@ class InBandWriter:
         occurred_at: datetime | None = None,
         expected_seq: int | None = None,
     ) -> list[Event]:
-        async with self.lock:
+        lock = self.lock
+        await lock.acquire()  # not ``async with``: two coroutines less per write
+        try:
             expected, seen = self.expected, len(self.events)
             try:
                 if batch:
@@ -107,6 +111,8 @@ class InBandWriter:
             self.expected += len(mine)
             self._absorb(unseen, mine)
             return mine
+        finally:
+            lock.release()
 
     def _absorb(self, unseen: tuple[Event, ...], mine: list[Event]) -> None:
         if unseen:
@@ -118,16 +124,13 @@ class InBandWriter:
                 self.stale = True
         self.written += len(mine)
         landed = [*unseen, *mine] if unseen else mine
+        self.events += landed
         replay = self.replay if not self.stale else None
         if replay is not None:
             # A cold replay would hold these too (patch decisions depend on it).
-            replay.preload(landed)
-        for event in landed:
-            self.events.append(event)
             # Events the replay already consumed were handed to it ahead of their
             # commit (run-ahead); the caller compares them with what committed.
-            if replay is not None and event.seq > replay.consumed:
-                replay.deliver(event)
+            replay.take(landed)
 
 
 @attrs.define(eq=False)

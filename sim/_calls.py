@@ -23,11 +23,22 @@ from ._points import STEP, Point, Writer, step_short_name
 from ._trace import Trace
 from ._world import Actor
 
-__all__ = ["WRITES", "CallLog", "Rejection", "describe_call", "make_point", "writers_of"]
+__all__ = [
+    "COMMITS",
+    "WRITES",
+    "CallLog",
+    "Rejection",
+    "describe_call",
+    "describe_read",
+    "make_point",
+    "writers_of",
+]
 
 _OUTCOMES = frozenset({"step_completed", "step_failed", "step_retrying"})
 #: The World calls that append to a log.
 WRITES = frozenset({"events.create", "events.create_batch"})
+#: What a call returns when it may have committed events (see CallLog.committed).
+COMMITS = (EventResult, BatchResult)
 
 
 @attrs.frozen(kw_only=True)
@@ -127,6 +138,18 @@ def make_point(fields: tuple[Any, ...]) -> Point:
         events=events,
         at=at,
     )
+
+
+def describe_read(
+    call: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[str | None, str | None]:
+    """A call's run id and hook token, for a call that carries no event request."""
+    run_id = kwargs.get("run_id")
+    if run_id is None and args and isinstance(args[0], str) and not call.startswith("queue."):
+        run_id = args[0]
+    if call == "hooks.get_by_token":
+        return None, run_id
+    return run_id, None
 
 
 def describe_call(

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from durasim.runtime import LeasePolicy, Limits
-from durasim.runtime.lowlevel import engine_for, wall_monotonic
+from durasim.runtime.lowlevel import STEP_METADATA, engine_for, wall_monotonic
 from durasim.worlds import IdSource, World, WorldError
 from durasim.worlds._memory_queue import QueueSlot
 
-from ._calls import WRITES, CallLog, describe_call, make_point, writers_of
+from ._calls import COMMITS, WRITES, CallLog, describe_call, describe_read, make_point, writers_of
 from ._choices import ChoiceSource
 from ._clock import SimClock
 from ._deliveries import Deliveries
@@ -170,14 +170,17 @@ class Scheduler:
             return await self._direct(call, method, args, kwargs)
         if actor.crashed or self._closing:
             raise Crashed
-        run_id, requests, token = describe_call(call, args, kwargs)
-        writers = writers_of(actor, requests)
         events: tuple[tuple[str, str | None, int], ...] = ()
-        if requests:
-            types = tuple(r.type._value_ for r in requests)
-            cids = tuple(r.correlation_id for r in requests if r.correlation_id)
-            events = tuple((r.type._value_, r.correlation_id, 0) for r in requests)
+        if call in WRITES:
+            run_id, requests, token = describe_call(call, args, kwargs)
+            writers = writers_of(actor, requests)
+            events = tuple([(r.type._value_, r.correlation_id, 0) for r in requests])
+            types: tuple[str, ...] = tuple([e[0] for e in events])
+            cids = tuple([e[1] for e in events if e[1]])
         else:
+            # No requests: no event types, and the step writer only inside a step body.
+            run_id, token = describe_read(call, args, kwargs)
+            writers = (actor.writer,) if STEP_METADATA.get() is None else writers_of(actor, [])
             types = cids = ()
         self._calls += 1
         seq = self._calls
@@ -197,12 +200,11 @@ class Scheduler:
                 actor, seq, call, "after", writers, run_id, types, cids, token, events, True, error
             )
             raise
-        committed = self.call_log.committed(writers, result)
-        if committed:
+        if isinstance(result, COMMITS) and (committed := self.call_log.committed(writers, result)):
             run_id = run_id or committed[0].run_id
-            types += tuple(e.type._value_ for e in committed if e.type not in types)
+            types += tuple([t for e in committed if (t := e.type._value_) not in types])
             # After the commit a point names what was committed, at its positions.
-            events = tuple((e.type._value_, e.correlation_id, e.seq) for e in committed)
+            events = tuple([(e.type._value_, e.correlation_id, e.seq) for e in committed])
         if call == "events.list" and self.faults.hidden:
             result = self.faults.stale_read(writers[0], result)
         await self._pass(actor, seq, call, "after", writers, run_id, types, cids, token, events)
@@ -236,16 +238,41 @@ class Scheduler:
     async def _pass(self, actor: Actor, *fields: Any) -> None:
         """One interception point; ``fields``: a Point's after its ordinal (see make_point)."""
         self._ordinal += 1
-        at = self.clock.elapsed
-        if not self._watches and self._alone():
+        clock = self.clock
+        at = (clock._micros - clock._epoch) / 1_000_000  # clock.elapsed, the loop's time()
+        watched = bool(self._watches)
+        if not watched and self._alone_at(at):
             # Nothing else could run and nobody looks: go on (see at()); the
             # Point is built only if the history is read.
             self._history.append((self._ordinal, at, *fields))
             return
-        await self.at(actor, make_point((self._ordinal, at, *fields)))
+        await self.at(actor, make_point((self._ordinal, at, *fields)), not_alone=not watched)
 
-    async def at(self, actor: Actor, point: Point) -> None:
-        """Record ``point``, fire the script's watches, park until the scheduler says go."""
+    def _alone_at(self, now: float) -> bool:
+        """:meth:`_alone` at loop time ``now`` (the interception hot path: one call)."""
+        if (
+            self._parked
+            or self.faults.left > 0
+            or self.halted is not None
+            or self._closing
+            or self.loop._ready  # type: ignore[attr-defined]
+        ):
+            return False
+        scheduled: list[asyncio.TimerHandle] = self.loop._scheduled  # type: ignore[attr-defined]
+        if scheduled and scheduled[0].when() < now + _LOOP_RESOLUTION:
+            return False
+        if self.auto_deliver:
+            due = self.queue.next_due_micros()
+            if due is not None and due <= self.clock._micros:
+                return False
+        return True
+
+    async def at(self, actor: Actor, point: Point, *, not_alone: bool = False) -> None:
+        """Record ``point``, fire the script's watches, park until the scheduler says go.
+
+        ``not_alone``: the caller found, with no watch armed, that another task could
+        run (nothing changes that before the check here: it is not made twice).
+        """
         self._history.append(point)
         parked = Parked(point=point, future=self.loop.create_future(), actor=actor)
         crash: Watch | None = None
@@ -274,7 +301,7 @@ class Scheduler:
                 where += f" ({point.writer.label} at {point.call} [call {point.seq}])"
             self.deliveries.crash(actor, point, where=where)
             raise Crashed
-        if not parked.held and not parked.fail and self._alone():
+        if not parked.held and not parked.fail and not not_alone and self._alone():
             # The idle point would offer exactly this task and ask nothing (no
             # other task, message, timer or fault question): go on without the
             # round trip through the loop. Same choices, same trace.
@@ -308,7 +335,16 @@ class Scheduler:
         is watched: the idle point would then choose among exactly the
         candidates there are now (and ask the fault question it would ask).
         """
-        return self._settled() and not self.loop.io_in_flight()
+        # _settled() and no I/O in flight, in one call (asked at every parked point).
+        if self.halted is not None or self._closing:
+            return False
+        loop = self.loop
+        if loop._ready:  # type: ignore[attr-defined]
+            return False
+        scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
+        if scheduled and scheduled[0].when() < self.clock.seconds() + _LOOP_RESOLUTION:
+            return False
+        return not loop.io_in_flight()
 
     def _quiet(self) -> bool:
         """No fault question pending, and the loop settled (see :meth:`_settled`)."""

@@ -9,6 +9,7 @@ run by :meth:`Sim.run_sync` (or :func:`simulate`) on the simulation's loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import tempfile
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -113,7 +114,7 @@ class Sim:
                 f"queue={queue!r} is not a queue mode: pass 'sim' (the simulator's queue) "
                 "or 'world' (the World's own queue)"
             )
-        policy = LeasePolicy.of(lease_seconds, renew_every)
+        policy = _lease_policy(lease_seconds, renew_every)
         self.clock = clock or SimClock()
         ids = ids or CountingIds()
         self._owns_store = not _is_world(store)
@@ -133,7 +134,7 @@ class Sim:
             self.clock,
             ids,
             as_choice_source(choices, seed=seed),
-            limits or Limits(sync_steps="inline"),
+            limits or _LIMITS,
             faults=faults,
             fault_odds=fault_odds,
             max_faults=max_faults,
@@ -628,6 +629,18 @@ class Sim:
 
 #: After this many interrupts (or one of the script itself) the Sim stops trying to go on.
 _GIVE_UP = 3
+
+#: A Sim's default limits: step bodies inline, on the simulation's loop (a frozen value).
+_LIMITS = Limits(sync_steps="inline")
+
+
+@functools.lru_cache(maxsize=64, typed=True)
+def _lease_policy(lease_seconds: float | None, renew_every: float | None) -> LeasePolicy:
+    """``LeasePolicy.of``, validated once per pair (a frozen value; explore makes two Sims
+    per example with the same pair)."""
+    return LeasePolicy.of(lease_seconds, renew_every)
+
+
 #: Frames the watchdog's report names a writer by: a delivery's, the script's.
 _DELIVER_CODE = Deliveries._deliver.__code__
 _MAIN_CODE = Sim._main.__code__

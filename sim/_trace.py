@@ -95,7 +95,9 @@ class Trace:
 
     def event(self, event: Event, writer: str) -> None:
         """A committed event."""
-        self._rows.append(("event", self._clock.elapsed, "", event, writer, self._points()))
+        clock = self._clock  # clock.elapsed, inline: one call less per committed event
+        at = (clock._micros - clock._epoch) / 1_000_000
+        self._rows.append(("event", at, "", event, writer, self._points()))
 
     def lines(self) -> list[str]:
         """The rendered lines (a new list each time)."""
@@ -149,6 +151,11 @@ class Trace:
         return line.rstrip()
 
     def _field(self, key: str, value: Any) -> str:
+        kind = type(value)
+        if kind is bytes:  # the common exact types first, shown as the checks below show them
+            return f"{key}=<{len(value)}B>"
+        if kind is int or kind is bool:
+            return f"{key}={value}"
         if isinstance(value, bytes | bytearray):
             return f"{key}=<{len(value)}B>"
         if isinstance(value, datetime):

@@ -26,7 +26,7 @@ from ._refusals import describe_type, refusal
 from ._registry import ClassRegistry, Registered
 from ._tracebacks import stored_traceback
 
-__all__ = ["Encoder", "Refusal", "args_text", "is_plain"]
+__all__ = ["Encoder", "Refusal", "args_text", "is_flat_plain", "is_plain"]
 
 Node = Any
 
@@ -100,8 +100,52 @@ def is_plain(value: object) -> bool:
     Plain means: str-keyed dicts, lists, str, finite floats, ints within the
     portable range, bool and None, with no list or dict reached twice.
     """
+    if is_flat_plain(value):
+        return True
     seen: set[int] = set()
     return _plain(value, 0, seen)
+
+
+def is_flat_plain(value: object) -> bool:
+    """Whether ``value`` is a dict of scalars, lists and dicts of scalars, each container once.
+
+    The shape of every step input (``{"args": [...], "kwargs": {...}, "closure":
+    {...}}``) judged in one call; ``False`` leaves the judgement to the full walk.
+    """
+    if type(value) is not dict:
+        return False
+    parts: list[object] = [value]
+    for key, part in value.items():
+        if type(key) is not str:
+            return False
+        tp = type(part)
+        if tp is list:
+            items = part
+        elif tp is dict:
+            for name in part:
+                if type(name) is not str:
+                    return False
+            items = part.values()
+        elif tp is str or part is None or tp is bool:
+            continue
+        else:
+            return False
+        for seen in parts:
+            if seen is part:
+                return False
+        parts.append(part)
+        for v in items:
+            tv = type(v)
+            if tv is str or v is None or tv is bool:
+                continue
+            if tv is int:
+                if -INT_LIMIT <= v <= INT_LIMIT:
+                    continue
+                return False
+            if tv is float and v - v == 0.0:
+                continue
+            return False
+    return True
 
 
 def _plain(value: object, depth: int, seen: set[int]) -> bool:

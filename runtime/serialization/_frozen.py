@@ -26,7 +26,7 @@ from ._api import (
     split_payload,
     wrap_errors,
 )
-from ._encode import Encoder, is_plain
+from ._encode import Encoder, is_flat_plain, is_plain
 from ._errors import SerializationError
 from ._format import KIND_FROZEN, KIND_PLAIN, KIND_TAGGED, PREFIX
 from ._frozen_codec import Chain, FrozenDecoder, FrozenEncoder, children_frozen
@@ -36,6 +36,7 @@ from ._store import RecordStore
 
 __all__ = ["FrozenValues"]
 
+_HEAD_PLAIN = PREFIX + bytes([KIND_PLAIN])
 _WHOLE = Chain(size=0, delta_bytes=0, changes=0)
 _MUTABLE = frozenset({list, dict, set, bytearray})
 _SKIP = ATOM_TYPES | _MUTABLE  # never indexed: atoms are not objects, the rest not frozen
@@ -102,6 +103,10 @@ class FrozenValues:
         """
         if record is not None:
             self._check_new(record)
+        if is_flat_plain(value):  # a step input of JSON scalars: nothing to refer to
+            if record is not None:
+                self._loaded.add(record)
+            return _HEAD_PLAIN + dumps_tree(value)
         scalar = plain_scalar(value)
         if scalar is not None:
             if record is not None:

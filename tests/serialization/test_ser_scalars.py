@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from durasim.runtime import SerializationError
-from durasim.runtime.serialization import deserialize, serialize
+from durasim.runtime.serialization import FrozenValues, deserialize, serialize
 from durasim.runtime.serialization._api import HEAD_PLAIN, dumps_tree, plain_scalar
+from durasim.runtime.serialization._encode import _plain, is_flat_plain, is_plain
 from durasim.runtime.serialization._format import INT_LIMIT
 
 EDGES = [
@@ -74,3 +76,60 @@ def test_a_broken_plain_payload_fails_as_before(data: bytes) -> None:
         return
     with pytest.raises(SerializationError):
         deserialize(data)
+
+
+_SCALARS = st.one_of(
+    st.integers(-INT_LIMIT - 2, INT_LIMIT + 2),
+    st.text(max_size=8),
+    st.floats(),
+    st.booleans(),
+    st.none(),
+)
+_FLAT = st.dictionaries(
+    st.text(max_size=4),
+    st.one_of(
+        _SCALARS,
+        st.lists(_SCALARS, max_size=4),
+        st.dictionaries(st.text(max_size=4), _SCALARS, max_size=3),
+    ),
+    max_size=4,
+)
+
+
+def _walk(value: object) -> bool:
+    return _plain(value, 0, set())
+
+
+@given(_FLAT)
+def test_the_flat_shape_is_judged_as_the_full_walk_judges_it(value: dict[str, Any]) -> None:
+    # One call for a step input's shape; never plain where the walk says otherwise.
+    if is_flat_plain(value):
+        assert _walk(value)
+    assert is_plain(value) == _walk(value)
+
+
+def test_a_container_reached_twice_is_not_flat() -> None:
+    shared: list[int] = [1]
+    assert not is_flat_plain({"a": shared, "b": shared})
+    assert not is_flat_plain({"args": [], "kwargs": {}, 1: 2})  # type: ignore[dict-item]
+    assert not is_flat_plain({"args": [[1]]})  # deeper: the walk decides
+    assert is_plain({"args": [[1]]})
+
+
+@given(st.lists(_SCALARS, max_size=4), st.dictionaries(st.text(max_size=4), _SCALARS, max_size=3))
+def test_a_step_input_of_scalars_has_the_general_paths_bytes(
+    args: list[Any], kwargs: dict[str, Any]
+) -> None:
+    value = {"args": args, "kwargs": kwargs, "closure": {}}
+    stored = FrozenValues(_NoRecords()).serialize(value, record="s#1")
+    if is_plain(value):
+        assert stored == serialize(value) == HEAD_PLAIN + dumps_tree(value)
+        assert deserialize(stored) == value
+
+
+class _NoRecords:
+    def stored(self, key: str) -> bool:
+        return False
+
+    def load(self, key: str) -> bytes:
+        raise KeyError(key)
