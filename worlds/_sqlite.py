@@ -49,7 +49,7 @@ from ._guards import Plan
 from ._known import KnownRuns
 from ._sqlite_facets import _Events, _Hooks, _Runs, _Steps, _Waits
 from ._sqlite_queue import SQLiteQueue, SQLiteStreams
-from ._time import Clock, IdSource, RandomIds, SystemClock, to_micros
+from ._time import Clock, IdSource, RandomIds, SystemClock
 
 __all__ = ["SQLiteWorld"]
 
@@ -452,26 +452,11 @@ class SQLiteWorld:
         run = plan.run
         rows = []
         in_band_seq = plan.before.seq_in_band
+        event_row = codec.event_row
         for event in plan.events:
-            data, blob = codec.encode_event(event)
-            resume_id = (
-                event.data.get("resume_id") if event.type is EventType.HOOK_RECEIVED else None
-            )
-            in_band_seq += event.in_band
-            rows.append(
-                (
-                    event.run_id,
-                    event.seq,
-                    event.type,
-                    to_micros(event.created_at),
-                    event.correlation_id,
-                    int(event.in_band),
-                    in_band_seq,
-                    data,
-                    blob,
-                    resume_id,
-                )
-            )
+            if event.in_band:
+                in_band_seq += 1
+            rows.append(event_row(event, in_band_seq))
         db.executemany(sql.INSERT_EVENT, rows)
         if original is None:
             db.execute(sql.INSERT_RUN, codec.run_to_row(run))
@@ -483,9 +468,9 @@ class SQLiteWorld:
             )
         # Hooks first release tokens, then take them, so a token freed and
         # re-taken in one plan never trips the live-token index.
-        hooks = sorted(plan.hooks.values(), key=lambda h: h.status == "active")
-        for hook in hooks:
-            db.execute(sql.UPSERT_HOOK, codec.hook_to_row(hook))
+        if plan.hooks:
+            for hook in sorted(plan.hooks.values(), key=lambda h: h.status == "active"):
+                db.execute(sql.UPSERT_HOOK, codec.hook_to_row(hook))
         if plan.steps:
             refs = _step_refs(plan)
             db.executemany(
