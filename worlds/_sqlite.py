@@ -49,6 +49,7 @@ from ._guards import Plan
 from ._known import KnownRuns
 from ._sqlite_facets import _Events, _Hooks, _Runs, _Steps, _Waits
 from ._sqlite_queue import SQLiteQueue, SQLiteStreams
+from ._sqlite_view import AssumedWrong
 from ._time import Clock, IdSource, RandomIds, SystemClock
 
 __all__ = ["SQLiteWorld"]
@@ -448,7 +449,19 @@ class SQLiteWorld:
             return cached
         return self._run_row(db, run_id)
 
-    def _store(self, db: sqlite3.Connection, plan: Plan, *, original: RunRecord | None) -> None:
+    def _store(
+        self,
+        db: sqlite3.Connection,
+        plan: Plan,
+        *,
+        original: RunRecord | None,
+        assumed: set[str] | frozenset[str] = frozenset(),
+    ) -> None:
+        """Write ``plan``'s rows; the steps in ``assumed`` (taken as absent unread) are INSERTed.
+
+        Raises :class:`AssumedWrong` when one of them existed after all, or is
+        not among the plan's steps (so no INSERT checked it).
+        """
         run = plan.run
         rows = []
         in_band_seq = plan.before.seq_in_band
@@ -473,10 +486,28 @@ class SQLiteWorld:
                 db.execute(sql.UPSERT_HOOK, codec.hook_to_row(hook))
         if plan.steps:
             refs = _step_refs(plan)
-            db.executemany(
-                sql.UPSERT_STEP,
-                [codec.step_to_row(s, refs.get(s.step_id, _NO_REFS)) for s in plan.steps.values()],
-            )
+            to_row = codec.step_to_row
+            if assumed:
+                if not assumed <= plan.steps.keys():
+                    raise AssumedWrong
+                new = [
+                    to_row(s, refs.get(k, _NO_REFS)) for k, s in plan.steps.items() if k in assumed
+                ]
+                try:
+                    db.executemany(sql.INSERT_STEP, new)
+                except sqlite3.IntegrityError as exc:
+                    raise AssumedWrong from exc
+                rows = [
+                    to_row(s, refs.get(k, _NO_REFS))
+                    for k, s in plan.steps.items()
+                    if k not in assumed
+                ]
+            else:
+                rows = [to_row(s, refs.get(k, _NO_REFS)) for k, s in plan.steps.items()]
+            if rows:
+                db.executemany(sql.UPSERT_STEP, rows)
+        elif assumed:
+            raise AssumedWrong
         if plan.waits:
             db.executemany(sql.UPSERT_WAIT, [codec.wait_to_row(w) for w in plan.waits.values()])
 

@@ -19,6 +19,7 @@ __all__ = [
     "HOOKS_BY_KEY_INDEX",
     "INSERT_EVENT",
     "INSERT_RUN",
+    "INSERT_STEP",
     "MESSAGE_COLUMNS",
     "SCHEMA_SQL",
     "SCHEMA_VERSION",
@@ -159,9 +160,13 @@ def _upsert_sql(table: str, columns: str, key: str) -> str:
 
 # Nullable parameters arrive as codec.NULL (no adapter lookup in sqlite3).
 _N = f"nullif(?, {codec.NULL})"
-UPSERT_STEP = (
+#: A step the write assumed new: a row already there fails it (the write is then decided again).
+INSERT_STEP = (
     f"INSERT INTO steps ({codec.STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, {_N}, {_N}, {_N}, {_N}, "
-    f"?, ?, {_N}, {_N}, ?) "
+    f"?, ?, {_N}, {_N}, ?)"
+)
+UPSERT_STEP = (
+    f"{INSERT_STEP} "
     "ON CONFLICT (run_id, step_id) DO UPDATE SET status = excluded.status, "
     "attempt = excluded.attempt, output_seq = coalesce(excluded.output_seq, output_seq), "
     "error_seq = coalesce(excluded.error_seq, error_seq), retry_after = excluded.retry_after, "
