@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -227,7 +226,7 @@ class _Events(_Facet):
         w = self._w
         request = check_request(request)
         at = event_time(w._clock.now(), occurred_at, in_band=in_band)
-        write_id = secrets.token_hex(8)
+        write_id = next(w._write_ids)
         if request.type is EventType.RUN_CREATED:
             new_id = check_run_id(run_id) if run_id is not None else w._ids.new_id("wrun")
 
@@ -309,7 +308,7 @@ class _Events(_Facet):
         w = self._w
         checked = [check_request(r) for r in requests]
         check_run_id(run_id)
-        write_id = secrets.token_hex(8)
+        write_id = next(w._write_ids)
         planned: list[Plan] = []
 
         async def write(conn: Conn) -> BatchResult:

@@ -93,7 +93,7 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
-def _identity(path: Path) -> tuple[int, int]:
+def _identity(path: str | Path) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_dev, st.st_ino
 
@@ -258,6 +258,9 @@ class SQLiteWorld:
                 "or 'process' (synchronous=NORMAL)"
             )
         self.path = Path(path)
+        self._file = os.fspath(
+            self.path
+        )  # stat'ed before every write: no Path conversion each time
         self._clock: Clock = clock or SystemClock()
         self._ids: IdSource = ids or RandomIds()
         self._durability = durability
@@ -357,7 +360,7 @@ class SQLiteWorld:
         """Refuse to write when the file at ``path`` is no longer the one this World opened."""
         if self._lost is None:
             try:
-                now: tuple[int, int] | None = _identity(self.path)
+                now: tuple[int, int] | None = _identity(self._file)
             except OSError:
                 now = None
             if now == self._identity:

@@ -291,17 +291,12 @@ class _Events(_Facet):
         with w._write() as db:
             run, counters = w._cached_run(db, run_id)
             view = _View(db, run_id, run, counters, known_steps=w._known.steps(run_id))
+            step_ids = [r.correlation_id for r in checked if r.type in STEP_TYPES]
             if assume:
                 view.assume_new(
-                    [
-                        r.correlation_id
-                        for r in checked
-                        if r.type is EventType.STEP_CREATED and r.correlation_id
-                    ]
+                    [r.correlation_id for r in checked if r.type is EventType.STEP_CREATED]
                 )
-            view.prefetch_steps(
-                [r.correlation_id for r in checked if r.type in STEP_TYPES and r.correlation_id]
-            )
+            view.prefetch_steps(step_ids)
             try:
                 plan = plan_batch(
                     view,

@@ -37,7 +37,7 @@ class _View:
         #: Steps taken as absent without a read (:meth:`assume_new`).
         self.assumed: set[str] = set()
 
-    def assume_new(self, step_ids: Sequence[str]) -> None:
+    def assume_new(self, step_ids: Sequence[str | None]) -> None:
         """Take the named steps not known here as absent, without reading them.
 
         The write then INSERTs their rows plainly (:data:`._sqlite_schema.INSERT_STEP`):
@@ -45,17 +45,18 @@ class _View:
         decides the write again with :meth:`prefetch_steps` (see ``assumed``).
         """
         for step_id in step_ids:
-            if step_id not in self._steps:
+            if step_id is not None and step_id not in self._steps:
                 self._steps[step_id] = None
                 self.assumed.add(step_id)
 
-    def prefetch_steps(self, step_ids: Sequence[str]) -> None:
+    def prefetch_steps(self, step_ids: Sequence[str | None]) -> None:
         """Read every named step not known yet, in few queries (a batch would ask one by one).
 
         Most are new steps (``step_created``): a first query over the primary
         key finds which exist; only those are read in full.
         """
-        wanted = [s for s in dict.fromkeys(step_ids) if s not in self._steps]
+        known = self._steps
+        wanted = [s for s in dict.fromkeys(step_ids) if s not in known and s is not None]
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             marks = ", ".join("?" for _ in chunk)
