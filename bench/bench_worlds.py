@@ -9,6 +9,16 @@ and World runs alternate and each ratio is the median of per-pair ratios, so the
 ratios compare numbers measured side by side on the same (noisy, shared)
 machine.  Results go into docs/benchmarks.md by hand, with the command and the
 machine.
+
+``--step-writes N --world sqlite|postgres`` (``--dsn``) only writes, with no
+runtime, the batches a sequential workflow writes per step (the previous step's
+``step_completed``, the next one's ``step_created`` and ``step_started``), N
+times on SQLite (``durability="process"``) or PostgreSQL, and prints SQLite's
+statements per step.  The World's own cost per step, for callgrind: the
+difference in instructions between two sizes over their difference in steps,
+
+    valgrind --tool=callgrind .venv/bin/python bench/bench_worlds.py --step-writes 300
+    valgrind --tool=callgrind .venv/bin/python bench/bench_worlds.py --step-writes 1300
 """
 
 from __future__ import annotations
@@ -21,12 +31,13 @@ import sqlite3
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Coroutine
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from durasim.worlds import EventRequest, MemoryWorld, SQLiteWorld, World
+from durasim.worlds import EventRequest, FixedClock, MemoryWorld, SQLiteWorld, World
 
 SYNC = {"power": "FULL", "process": "NORMAL"}
 
@@ -114,6 +125,57 @@ async def read_log(world: World, length: int) -> float:
     return elapsed
 
 
+async def step_writes(world: World, steps: int) -> Counter[str]:
+    """The batches of a ``steps``-step sequential run; SQLite statements run per kind."""
+    counts: Counter[str] = Counter()
+    if isinstance(world, SQLiteWorld):
+        world._db.set_trace_callback(lambda sql: counts.update((" ".join(sql.split()[:3]),)))
+    e = EventRequest.of
+    created = await world.events.create(None, e("run_created", workflow_name="wf", input=b"[]"))
+    run_id = created.run.run_id
+    await world.events.create(run_id, e("run_started"))
+    first = [e("step_created", "s#0", step_name="add", input=b"[0]"), e("step_started", "s#0")]
+    await world.events.create_batch(run_id, first)
+    counts.clear()
+    for k in range(1, steps + 1):
+        await world.events.create_batch(
+            run_id,
+            [
+                e("step_completed", f"s#{k - 1}", result=b"%d" % k),
+                e("step_created", f"s#{k}", step_name="add", input=b"[%d]" % k),
+                e("step_started", f"s#{k}"),
+            ],
+        )
+    if isinstance(world, SQLiteWorld):
+        world._db.set_trace_callback(None)
+    return counts
+
+
+def run_step_writes(kind: str, steps: int, dsn: str, directory: Path) -> None:
+    async def go() -> None:
+        world: World
+        if kind == "sqlite":
+            world = SQLiteWorld(directory / "steps.db", durability="process", clock=FixedClock())
+        else:
+            from durasim.worlds import PostgresWorld
+
+            schema = f"bench_steps_{os.getpid()}"
+            world = await PostgresWorld(dsn, schema=schema, clock=FixedClock()).open()
+        try:
+            counts = await step_writes(world, steps)
+        finally:
+            if kind != "sqlite":
+                async with (await world._ready()).connection() as conn:  # type: ignore[attr-defined]
+                    await conn.execute(f"DROP SCHEMA {schema} CASCADE")
+            await world.close()
+        if counts:
+            print(f"SQLite statements per step: {sum(counts.values()) / steps:.2f}")
+            for what, count in counts.most_common():
+                print(f"  {count / steps:5.2f} {what}")
+
+    asyncio.run(go())
+
+
 def median_of(repeat: int, run: Callable[[], float]) -> float:
     """The median of ``repeat`` calls of ``run``."""
     return statistics.median(run() for _ in range(repeat))
@@ -138,8 +200,14 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--batches", type=int, default=100)
     parser.add_argument("--log", type=int, default=25_000)
+    parser.add_argument("--step-writes", type=int, metavar="N", help="only N steps' batches")
+    parser.add_argument("--world", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/test")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="durasim-bench-"))
+    if args.step_writes:
+        run_step_writes(args.world, args.step_writes, args.dsn, tmp)
+        return
     counter = iter(range(1_000_000))
     repeat = args.repeat
 

@@ -41,6 +41,8 @@ queue and streams :mod:`._postgres_queue`, the schema :mod:`._postgres_schema`.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import secrets
 import time
 import weakref
 from collections.abc import Awaitable, Callable
@@ -151,6 +153,9 @@ class PostgresWorld:
         # Runs as this process last wrote them: the next write to one of them
         # is decided from here and sent as one statement (see _fast_batch).
         self._known = _KnownRuns(runs=4096, step_runs=256)
+        # Write ids (see _postgres_events._landed_check): unique per World by a
+        # random prefix, then counted (no urandom per write).
+        self._write_ids = map(f"{secrets.token_hex(6)}{{:x}}".format, itertools.count())
         self._migrated = False
         self._power_safe = True
         self._closed = False

@@ -18,10 +18,9 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import psycopg
 import psycopg.errors
@@ -110,8 +109,15 @@ def _values(types: Sequence[str], rows: int, columns: str) -> str:
     return f"(VALUES {', '.join([first, *[rest] * (rows - 1)])}) AS u({columns})"
 
 
-@functools.lru_cache(maxsize=64)
-def _fast_write(events: int, *entities: int) -> str:
+_UPDATE_RUN_ROW = """UPDATE runs SET status = %s, output = %s, error = %s, error_code = %s,
+        cancel_reason = %s, attributes = %s, updated_at = %s, started_at = %s,
+        completed_at = %s, seq = %s, seq_in_band = %s"""
+#: A write that leaves the run's record as it was (a step's, most often) moves its counters only.
+_UPDATE_RUN_COUNTERS = "UPDATE runs SET seq = %s, seq_in_band = %s"
+
+
+@functools.lru_cache(maxsize=128)
+def _fast_write(run_changed: bool, events: int, *entities: int) -> str:
     """The one statement of a write decided from what this process remembers (:class:`KnownRuns`).
 
     One round trip and one commit: the run's row is updated only if its
@@ -122,14 +128,13 @@ def _fast_write(events: int, *entities: int) -> str:
     or resume id was taken, and the statement fails whole), and the known
     (remembered) rows, upserted, found by their primary key whatever plan the
     statement gets.  Every part reads ``g``, so nothing is written unless the
-    check held.  The text depends only on the counts, so the server keeps one
-    prepared plan per shape.
+    check held.  ``run_changed`` False: the run's record is the remembered one
+    and only its counters are set.  The text depends only on the counts, so the
+    server keeps one prepared plan per shape.
     """
     parts = [
-        """WITH g AS (
-    UPDATE runs SET status = %s, output = %s, error = %s, error_code = %s,
-        cancel_reason = %s, attributes = %s, updated_at = %s, started_at = %s,
-        completed_at = %s, seq = %s, seq_in_band = %s
+        f"""WITH g AS (
+    {_UPDATE_RUN_ROW if run_changed else _UPDATE_RUN_COUNTERS}
     WHERE run_id = %s AND seq = %s AND seq_in_band = %s
     RETURNING run_id
 )""",
@@ -162,6 +167,9 @@ def _fast_write(events: int, *entities: int) -> str:
     return re.sub("%s", lambda _: f"${next(numbers)}", "".join(parts))
 
 
+_TYPE_TEXT: Final = {t: t.value for t in EventType}
+
+
 def _event_rows(plan: Plan, write_id: str) -> list[tuple[Any, ...]]:
     """The plan's events as ``events`` rows; the first carries the write id (see _landed_check)."""
     rows = []
@@ -172,7 +180,7 @@ def _event_rows(plan: Plan, write_id: str) -> list[tuple[Any, ...]]:
             (
                 event.run_id,
                 event.seq,
-                event.type.value,
+                _TYPE_TEXT[event.type],
                 to_micros(event.created_at),
                 event.correlation_id,
                 event.in_band,
@@ -218,7 +226,7 @@ class _Events(_Facet):
         w = self._w
         request = check_request(request)
         at = event_time(w._clock.now(), occurred_at, in_band=in_band)
-        write_id = secrets.token_hex(8)
+        write_id = next(w._write_ids)
         if request.type is EventType.RUN_CREATED:
             new_id = check_run_id(run_id) if run_id is not None else w._ids.new_id("wrun")
 
@@ -300,7 +308,7 @@ class _Events(_Facet):
         w = self._w
         checked = [check_request(r) for r in requests]
         check_run_id(run_id)
-        write_id = secrets.token_hex(8)
+        write_id = next(w._write_ids)
         planned: list[Plan] = []
 
         async def write(conn: Conn) -> BatchResult:
@@ -519,11 +527,14 @@ class _Events(_Facet):
         ):
             rows += split[0] + split[1]
             shape += [len(split[0]), len(split[1])]
-        full = codec.run_to_row(plan.run)
+        run_changed = plan.run is not run
+        if run_changed:
+            full = codec.run_to_row(plan.run)
+            head: tuple[Any, ...] = (full[2], *full[6:11], *full[12:15])
+        else:
+            head = ()
         params = (
-            full[2],
-            *full[6:11],
-            *full[12:15],
+            *head,
             plan.after.seq,
             plan.after.seq_in_band,
             run_id,
@@ -531,7 +542,7 @@ class _Events(_Facet):
             plan.before.seq_in_band,
             *(value for row in rows for value in row),
         )
-        statement = _fast_write(*shape)
+        statement = _fast_write(run_changed, *shape)
 
         async def write(conn: Conn) -> None:
             try:

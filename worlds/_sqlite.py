@@ -49,7 +49,8 @@ from ._guards import Plan
 from ._known import KnownRuns
 from ._sqlite_facets import _Events, _Hooks, _Runs, _Steps, _Waits
 from ._sqlite_queue import SQLiteQueue, SQLiteStreams
-from ._time import Clock, IdSource, RandomIds, SystemClock, to_micros
+from ._sqlite_view import AssumedWrong
+from ._time import Clock, IdSource, RandomIds, SystemClock
 
 __all__ = ["SQLiteWorld"]
 
@@ -92,7 +93,7 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
-def _identity(path: Path) -> tuple[int, int]:
+def _identity(path: str | Path) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_dev, st.st_ino
 
@@ -257,6 +258,9 @@ class SQLiteWorld:
                 "or 'process' (synchronous=NORMAL)"
             )
         self.path = Path(path)
+        self._file = os.fspath(
+            self.path
+        )  # stat'ed before every write: no Path conversion each time
         self._clock: Clock = clock or SystemClock()
         self._ids: IdSource = ids or RandomIds()
         self._durability = durability
@@ -356,7 +360,7 @@ class SQLiteWorld:
         """Refuse to write when the file at ``path`` is no longer the one this World opened."""
         if self._lost is None:
             try:
-                now: tuple[int, int] | None = _identity(self.path)
+                now: tuple[int, int] | None = _identity(self._file)
             except OSError:
                 now = None
             if now == self._identity:
@@ -448,30 +452,27 @@ class SQLiteWorld:
             return cached
         return self._run_row(db, run_id)
 
-    def _store(self, db: sqlite3.Connection, plan: Plan, *, original: RunRecord | None) -> None:
+    def _store(
+        self,
+        db: sqlite3.Connection,
+        plan: Plan,
+        *,
+        original: RunRecord | None,
+        assumed: set[str] | frozenset[str] = frozenset(),
+    ) -> None:
+        """Write ``plan``'s rows; the steps in ``assumed`` (taken as absent unread) are INSERTed.
+
+        Raises :class:`AssumedWrong` when one of them existed after all, or is
+        not among the plan's steps (so no INSERT checked it).
+        """
         run = plan.run
         rows = []
         in_band_seq = plan.before.seq_in_band
+        event_row = codec.event_row
         for event in plan.events:
-            data, blob = codec.encode_event(event)
-            resume_id = (
-                event.data.get("resume_id") if event.type is EventType.HOOK_RECEIVED else None
-            )
-            in_band_seq += event.in_band
-            rows.append(
-                (
-                    event.run_id,
-                    event.seq,
-                    event.type,
-                    to_micros(event.created_at),
-                    event.correlation_id,
-                    int(event.in_band),
-                    in_band_seq,
-                    data,
-                    blob,
-                    resume_id,
-                )
-            )
+            if event.in_band:
+                in_band_seq += 1
+            rows.append(event_row(event, in_band_seq))
         db.executemany(sql.INSERT_EVENT, rows)
         if original is None:
             db.execute(sql.INSERT_RUN, codec.run_to_row(run))
@@ -483,15 +484,33 @@ class SQLiteWorld:
             )
         # Hooks first release tokens, then take them, so a token freed and
         # re-taken in one plan never trips the live-token index.
-        hooks = sorted(plan.hooks.values(), key=lambda h: h.status == "active")
-        for hook in hooks:
-            db.execute(sql.UPSERT_HOOK, codec.hook_to_row(hook))
+        if plan.hooks:
+            for hook in sorted(plan.hooks.values(), key=lambda h: h.status == "active"):
+                db.execute(sql.UPSERT_HOOK, codec.hook_to_row(hook))
         if plan.steps:
             refs = _step_refs(plan)
-            db.executemany(
-                sql.UPSERT_STEP,
-                [codec.step_to_row(s, refs.get(s.step_id, _NO_REFS)) for s in plan.steps.values()],
-            )
+            to_row = codec.step_to_row
+            if assumed:
+                if not assumed <= plan.steps.keys():
+                    raise AssumedWrong
+                new = [
+                    to_row(s, refs.get(k, _NO_REFS)) for k, s in plan.steps.items() if k in assumed
+                ]
+                try:
+                    db.executemany(sql.INSERT_STEP, new)
+                except sqlite3.IntegrityError as exc:
+                    raise AssumedWrong from exc
+                rows = [
+                    to_row(s, refs.get(k, _NO_REFS))
+                    for k, s in plan.steps.items()
+                    if k not in assumed
+                ]
+            else:
+                rows = [to_row(s, refs.get(k, _NO_REFS)) for k, s in plan.steps.items()]
+            if rows:
+                db.executemany(sql.UPSERT_STEP, rows)
+        elif assumed:
+            raise AssumedWrong
         if plan.waits:
             db.executemany(sql.UPSERT_WAIT, [codec.wait_to_row(w) for w in plan.waits.values()])
 

@@ -40,6 +40,7 @@ from ._errors import (
     InvalidRequest,
     StepNotFound,
     WaitNotFound,
+    WorldError,
 )
 from ._events import (
     STEP_TYPES,
@@ -50,7 +51,7 @@ from ._events import (
     check_run_id,
 )
 from ._guards import plan_batch, plan_create_run, plan_write
-from ._sqlite_view import _View
+from ._sqlite_view import AssumedWrong, _View
 from ._text import check_text, check_token
 
 if TYPE_CHECKING:
@@ -259,26 +260,59 @@ class _Events(_Facet):
         occurred_at: datetime | None = None,
         expected_seq: int | None = None,
     ) -> BatchResult:
-        w = self._w
         checked = [check_request(r) for r in requests]
         check_run_id(run_id)
+        args = (run_id, checked, in_band, expected_seq_in_band, seen_seq, occurred_at, expected_seq)
+        try:
+            return self._batch(*args, assume=True)
+        except AssumedWrong:
+            return self._batch(*args, assume=False)
+
+    def _batch(  # noqa: PLR0917 -- create_batch's arguments, passed twice
+        self,
+        run_id: str,
+        checked: list[EventRequest],
+        in_band: bool,
+        expected_seq_in_band: int | None,
+        seen_seq: int | None,
+        occurred_at: datetime | None,
+        expected_seq: int | None,
+        *,
+        assume: bool,
+    ) -> BatchResult:
+        """One try of :meth:`create_batch`.
+
+        ``assume``: the steps the batch creates that this connection does not
+        know are taken as absent without a read and INSERTed (a row already there
+        fails the write: :class:`AssumedWrong`, and the batch is decided again
+        with every step read, so a refusal is the one the stored rows give).
+        """
+        w = self._w
         with w._write() as db:
             run, counters = w._cached_run(db, run_id)
             view = _View(db, run_id, run, counters, known_steps=w._known.steps(run_id))
-            view.prefetch_steps(
-                [r.correlation_id for r in checked if r.type in STEP_TYPES and r.correlation_id]
-            )
-            plan = plan_batch(
-                view,
-                run_id,
-                checked,
-                event_time(w._clock.now(), occurred_at, in_band=in_band),
-                in_band=in_band,
-                expected_seq_in_band=expected_seq_in_band,
-                expected_seq=expected_seq,
-            )
+            step_ids = [r.correlation_id for r in checked if r.type in STEP_TYPES]
+            if assume:
+                view.assume_new(
+                    [r.correlation_id for r in checked if r.type is EventType.STEP_CREATED]
+                )
+            view.prefetch_steps(step_ids)
+            try:
+                plan = plan_batch(
+                    view,
+                    run_id,
+                    checked,
+                    event_time(w._clock.now(), occurred_at, in_band=in_band),
+                    in_band=in_band,
+                    expected_seq_in_band=expected_seq_in_band,
+                    expected_seq=expected_seq,
+                )
+            except WorldError as exc:
+                if view.assumed:
+                    raise AssumedWrong from exc
+                raise
             unseen = w._unseen(db, run_id, seen_seq, plan.before)
-            w._store(db, plan, original=run)
+            w._store(db, plan, original=run, assumed=view.assumed)
         w._known.remember(plan)
         return BatchResult(events=tuple(plan.events), run=plan.run, unseen=unseen)
 

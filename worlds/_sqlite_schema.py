@@ -19,6 +19,7 @@ __all__ = [
     "HOOKS_BY_KEY_INDEX",
     "INSERT_EVENT",
     "INSERT_RUN",
+    "INSERT_STEP",
     "MESSAGE_COLUMNS",
     "SCHEMA_SQL",
     "SCHEMA_VERSION",
@@ -157,8 +158,15 @@ def _upsert_sql(table: str, columns: str, key: str) -> str:
     )
 
 
+# Nullable parameters arrive as codec.NULL (no adapter lookup in sqlite3).
+_N = f"nullif(?, {codec.NULL})"
+#: A step the write assumed new: a row already there fails it (the write is then decided again).
+INSERT_STEP = (
+    f"INSERT INTO steps ({codec.STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, {_N}, {_N}, {_N}, {_N}, "
+    f"?, ?, {_N}, {_N}, ?)"
+)
 UPSERT_STEP = (
-    f"INSERT INTO steps ({codec.STEP_COLUMNS}) VALUES ({', '.join('?' for _ in range(14))}) "
+    f"{INSERT_STEP} "
     "ON CONFLICT (run_id, step_id) DO UPDATE SET status = excluded.status, "
     "attempt = excluded.attempt, output_seq = coalesce(excluded.output_seq, output_seq), "
     "error_seq = coalesce(excluded.error_seq, error_seq), retry_after = excluded.retry_after, "
@@ -175,7 +183,7 @@ UPDATE_RUN = (
 )
 INSERT_EVENT = (
     "INSERT INTO events (run_id, seq, type, created_at, correlation_id, in_band, in_band_seq, "
-    "data, blob, resume_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"data, blob, resume_id) VALUES (?, ?, ?, ?, {_N}, ?, ?, {_N}, {_N}, {_N})"
 )
 SELECT_RUN = f"SELECT {codec.RUN_COLUMNS} FROM runs WHERE run_id = ?"
 # The counters live on the last event: (seq, in-band events up to and including it).

@@ -12,6 +12,10 @@ from ._events import Event
 __all__: list[str] = []
 
 
+class AssumedWrong(Exception):
+    """A step a write took as absent without reading it exists (or went unchecked): decide again."""
+
+
 class _View:
     """The fold's StateView, answered by queries inside the write transaction."""
 
@@ -30,14 +34,29 @@ class _View:
         self._counters = counters
         # Steps as this connection last wrote them (valid: see SQLiteWorld._known).
         self._steps: dict[str, StepRecord | None] = dict(known_steps) if known_steps else {}
+        #: Steps taken as absent without a read (:meth:`assume_new`).
+        self.assumed: set[str] = set()
 
-    def prefetch_steps(self, step_ids: Sequence[str]) -> None:
+    def assume_new(self, step_ids: Sequence[str | None]) -> None:
+        """Take the named steps not known here as absent, without reading them.
+
+        The write then INSERTs their rows plainly (:data:`._sqlite_schema.INSERT_STEP`):
+        the primary key fails it if one existed after all, and the caller
+        decides the write again with :meth:`prefetch_steps` (see ``assumed``).
+        """
+        for step_id in step_ids:
+            if step_id is not None and step_id not in self._steps:
+                self._steps[step_id] = None
+                self.assumed.add(step_id)
+
+    def prefetch_steps(self, step_ids: Sequence[str | None]) -> None:
         """Read every named step not known yet, in few queries (a batch would ask one by one).
 
         Most are new steps (``step_created``): a first query over the primary
         key finds which exist; only those are read in full.
         """
-        wanted = [s for s in dict.fromkeys(step_ids) if s not in self._steps]
+        known = self._steps
+        wanted = [s for s in dict.fromkeys(step_ids) if s not in known and s is not None]
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             marks = ", ".join("?" for _ in chunk)

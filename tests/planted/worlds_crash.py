@@ -178,8 +178,8 @@ class LazyCounterWorld(SQLiteWorld):
             known = counters if saved is None else Snapshot(seq=saved[0], seq_in_band=saved[1])
         return run, known
 
-    def _store(self, db: sqlite3.Connection, plan: Any, *, original: Any) -> None:
-        super()._store(_Upserting(db), plan, original=original)  # type: ignore[arg-type]
+    def _store(self, db: sqlite3.Connection, plan: Any, *, original: Any, **rest: Any) -> None:
+        super()._store(_Upserting(db), plan, original=original, **rest)  # type: ignore[arg-type]
         self._counters[plan.run.run_id] = plan.after
         self._writes += 1
         if self._writes % self.SAVE_EVERY == 0:

@@ -113,6 +113,49 @@ async def test_steps_cached_across_writes_match_the_stored_ones(tmp_path: Path) 
     await world.close()
 
 
+async def test_a_batch_creating_a_step_that_exists_unread_is_refused_whole(
+    tmp_path: Path,
+) -> None:
+    """A batch takes a step it creates as absent unread; a stored one makes it decide again.
+
+    The step exists but this connection does not remember it (finished, or
+    written by another connection): the batch is refused with the error the
+    stored rows give, first request first, and writes nothing.
+    """
+    path = tmp_path / "w.db"
+    a = SQLiteWorld(path, ids=CountingIds(namespace="a"))
+    b = SQLiteWorld(path, ids=CountingIds(namespace="b"))
+    run_id = await _running_run(a)
+    await a.events.create_batch(
+        run_id, [_e("step_created", "s#1", step_name="s", input=b"1"), _e("step_started", "s#1")]
+    )
+    await a.events.create(run_id, _e("step_completed", "s#1", result=b"r"))  # finished: forgotten
+    await b.events.create(run_id, _e("step_created", "s#2", step_name="s", input=b"2"))
+    before = (await a.events.list(run_id)).snapshot
+    for world, step_id in ((a, "s#1"), (a, "s#2"), (b, "s#1")):
+        with pytest.raises(EntityConflict, match="already exists"):
+            await world.events.create_batch(
+                run_id,
+                [
+                    _e("step_created", step_id, step_name="s", input=b"x"),
+                    _e("step_completed", "s#9", result=b"x"),  # refused too, but later
+                ],
+            )
+        with pytest.raises(EntityConflict, match="already exists"):
+            await world.events.create_batch(
+                run_id, [_e("step_created", step_id, step_name="s", input=b"x")]
+            )
+    assert (await a.events.list(run_id)).snapshot == before
+    batch = await a.events.create_batch(
+        run_id, [_e("step_created", "s#3", step_name="s", input=b"3"), _e("step_started", "s#3")]
+    )
+    assert [e.seq for e in batch.events] == [before.seq + 1, before.seq + 2]
+    assert (await b.steps.get(run_id, "s#2")).input == b"2"
+    a._check()
+    await a.close()
+    await b.close()
+
+
 async def test_in_band_counts_are_shared_between_connections(tmp_path: Path) -> None:
     path = tmp_path / "w.db"
     a, b = SQLiteWorld(path), SQLiteWorld(path)
