@@ -41,6 +41,7 @@ queue and streams :mod:`._postgres_queue`, the schema :mod:`._postgres_schema`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import secrets
 import time
@@ -245,9 +246,16 @@ class PostgresWorld:
             )
         except psycopg.OperationalError as exc:
             raise self._unreachable(exc) from exc
-        await conn.execute(f"SET search_path TO {self.schema}")
-        if not autocommit:
-            await conn.commit()
+        try:
+            await conn.execute(f"SET search_path TO {self.schema}")
+            if not autocommit:
+                await conn.commit()
+        except BaseException:
+            # Cancelled (a renewal's timeout, a worker stopping) or failed: nobody
+            # holds the connection yet, so it is closed here, not left to the GC.
+            with contextlib.suppress(psycopg.Error):
+                await asyncio.shield(conn.close())
+            raise
         return conn
 
     async def _configure(self, conn: Conn) -> None:

@@ -454,6 +454,14 @@ class PostgresLeaseRenewer:
                 f"PostgreSQL World {self._w.schema!r}: renewing the lease of message "
                 f"{delivery.message_id!r} failed ({exc}); it is retried"
             ) from exc
+        except BaseException:
+            # Cancelled mid-statement (a renewal's timeout): the connection's state
+            # is unknown, so it is closed and the next call opens another.
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    await asyncio.shield(conn.close())
+            raise
         if cur.rowcount != 1:
             raise _lease_lost(delivery)
         return attrs.evolve(delivery, lease_expires_at=expires)

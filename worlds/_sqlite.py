@@ -49,7 +49,7 @@ from ._guards import Plan
 from ._known import KnownRuns
 from ._sqlite_facets import _Events, _Hooks, _Runs, _Steps, _Waits
 from ._sqlite_queue import SQLiteQueue, SQLiteStreams
-from ._sqlite_view import AssumedWrong
+from ._sqlite_view import _AssumedWrong
 from ._time import Clock, IdSource, RandomIds, SystemClock
 
 __all__ = ["SQLiteWorld"]
@@ -462,7 +462,7 @@ class SQLiteWorld:
     ) -> None:
         """Write ``plan``'s rows; the steps in ``assumed`` (taken as absent unread) are INSERTed.
 
-        Raises :class:`AssumedWrong` when one of them existed after all, or is
+        Raises :class:`_AssumedWrong` when one of them existed after all, or is
         not among the plan's steps (so no INSERT checked it).
         """
         run = plan.run
@@ -492,14 +492,14 @@ class SQLiteWorld:
             to_row = codec.step_to_row
             if assumed:
                 if not assumed <= plan.steps.keys():
-                    raise AssumedWrong
+                    raise _AssumedWrong
                 new = [
                     to_row(s, refs.get(k, _NO_REFS)) for k, s in plan.steps.items() if k in assumed
                 ]
                 try:
                     db.executemany(sql.INSERT_STEP, new)
                 except sqlite3.IntegrityError as exc:
-                    raise AssumedWrong from exc
+                    raise _AssumedWrong from exc
                 rows = [
                     to_row(s, refs.get(k, _NO_REFS))
                     for k, s in plan.steps.items()
@@ -510,7 +510,7 @@ class SQLiteWorld:
             if rows:
                 db.executemany(sql.UPSERT_STEP, rows)
         elif assumed:
-            raise AssumedWrong
+            raise _AssumedWrong
         if plan.waits:
             db.executemany(sql.UPSERT_WAIT, [codec.wait_to_row(w) for w in plan.waits.values()])
 

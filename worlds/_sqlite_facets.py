@@ -51,7 +51,7 @@ from ._events import (
     check_run_id,
 )
 from ._guards import plan_batch, plan_create_run, plan_write
-from ._sqlite_view import AssumedWrong, _View
+from ._sqlite_view import _AssumedWrong, _View
 from ._text import check_text, check_token
 
 if TYPE_CHECKING:
@@ -265,7 +265,7 @@ class _Events(_Facet):
         args = (run_id, checked, in_band, expected_seq_in_band, seen_seq, occurred_at, expected_seq)
         try:
             return self._batch(*args, assume=True)
-        except AssumedWrong:
+        except _AssumedWrong:
             return self._batch(*args, assume=False)
 
     def _batch(  # noqa: PLR0917 -- create_batch's arguments, passed twice
@@ -284,7 +284,7 @@ class _Events(_Facet):
 
         ``assume``: the steps the batch creates that this connection does not
         know are taken as absent without a read and INSERTed (a row already there
-        fails the write: :class:`AssumedWrong`, and the batch is decided again
+        fails the write: :class:`_AssumedWrong`, and the batch is decided again
         with every step read, so a refusal is the one the stored rows give).
         """
         w = self._w
@@ -309,7 +309,7 @@ class _Events(_Facet):
                 )
             except WorldError as exc:
                 if view.assumed:
-                    raise AssumedWrong from exc
+                    raise _AssumedWrong from exc
                 raise
             unseen = w._unseen(db, run_id, seen_seq, plan.before)
             w._store(db, plan, original=run, assumed=view.assumed)

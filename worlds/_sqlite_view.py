@@ -12,7 +12,7 @@ from ._events import Event
 __all__: list[str] = []
 
 
-class AssumedWrong(Exception):
+class _AssumedWrong(Exception):
     """A step a write took as absent without reading it exists (or went unchecked): decide again."""
 
 

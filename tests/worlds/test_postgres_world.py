@@ -183,6 +183,32 @@ async def test_an_unreachable_server_is_named_without_its_password() -> None:
     await world.close()
 
 
+async def test_a_connection_cancelled_while_it_is_set_up_is_closed_not_left_open(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A lease renewal's timeout can cancel connect() between the connection and its
+    # search_path; the connection must not be left for the GC to find open.
+    world = PostgresWorld(dsn, schema=new_schema())
+    opened: list[psycopg.AsyncConnection[Any]] = []
+    real_connect = psycopg.AsyncConnection.connect
+
+    async def connect(*args: Any, **kwargs: Any) -> psycopg.AsyncConnection[Any]:
+        conn = await real_connect(*args, **kwargs)
+        opened.append(conn)
+
+        async def cancelled(*_: Any, **__: Any) -> None:
+            raise asyncio.CancelledError
+
+        monkeypatch.setattr(conn, "execute", cancelled)
+        return conn
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", connect)
+    with pytest.raises(asyncio.CancelledError):
+        await world.connect()
+    assert len(opened) == 1
+    assert opened[0].closed
+
+
 async def test_a_world_from_a_newer_durasim_is_refused(dsn: str) -> None:
     schema = new_schema()
     await (await PostgresWorld(dsn, schema=schema).open()).close()
