@@ -28,15 +28,12 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
-import re
-import shutil
 import statistics
-import subprocess
-import sys
 import time
 from typing import Any
 
+from _callgrind import instructions as count_instructions
+from _callgrind import require_valgrind
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
@@ -153,31 +150,14 @@ _COUNTED: dict[str, dict[str, Any]] = {
 _SIZES = (20, 60)
 
 
-def _instructions(variant: str, examples: int) -> int:
-    env = dict(os.environ, PYTHONHASHSEED="0")
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
-        sys.executable,
-        __file__,
-        "--workload",
-        variant,
-        str(examples),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if found is None:
-        raise RuntimeError(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
-    return int(found.group(1))
-
-
 def instructions() -> None:
-    if shutil.which("valgrind") is None:
-        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    require_valgrind()
     small, large = _SIZES
     for variant in _COUNTED:
-        per = (_instructions(variant, large) - _instructions(variant, small)) / (large - small)
+        per = (
+            count_instructions(__file__, "--workload", variant, str(large))
+            - count_instructions(__file__, "--workload", variant, str(small))
+        ) / (large - small)
         print(f"{per / 1e6:8.2f} M instructions per example  {variant}")
 
 

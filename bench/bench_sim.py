@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import shutil
 import statistics
-import subprocess
-import sys
 import time
 from typing import Any
+
+from _callgrind import instructions as count_instructions
+from _callgrind import require_valgrind
 
 from durasim.runtime import sleep, step, workflow
 from durasim.sim import Sim
@@ -119,30 +118,13 @@ def _workload(kind: str, size: int) -> None:
         timed_sleeps(size, DAY)
 
 
-def _instructions(kind: str, size: int) -> int:
-    env = dict(os.environ, PYTHONHASHSEED="0")
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
-        sys.executable,
-        __file__,
-        "--workload",
-        kind,
-        str(size),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if found is None:
-        raise RuntimeError(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
-    return int(found.group(1))
-
-
 def instructions() -> None:
-    if shutil.which("valgrind") is None:
-        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    require_valgrind()
     for kind, (small, large, unit) in _WORKLOADS.items():
-        per = (_instructions(kind, large) - _instructions(kind, small)) / (large - small)
+        per = (
+            count_instructions(__file__, "--workload", kind, str(large))
+            - count_instructions(__file__, "--workload", kind, str(small))
+        ) / (large - small)
         print(f"{kind:7} {per / 1e6:8.2f} M instructions per {unit}")
 
 

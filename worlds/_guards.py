@@ -76,7 +76,6 @@ _snapshot = builder(Snapshot)
 # Sets, not tuples: ``kind in (A, B)`` falls back to str.__eq__ per member.
 _CREATIONS = frozenset({T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED})
 _RUN_ENDS = frozenset({T.RUN_COMPLETED, T.RUN_FAILED})
-_STEP_CHANGES = frozenset({T.STEP_STARTED, T.STEP_RETRYING, T.STEP_COMPLETED, T.STEP_FAILED})
 _STEP_ENDS = frozenset({T.STEP_COMPLETED, T.STEP_FAILED})
 _HOOK_CHANGES = frozenset({T.HOOK_RECEIVED, T.HOOK_DISPOSED})
 _HOOK_TOUCHES = frozenset({T.HOOK_CREATED, T.HOOK_RECEIVED, T.HOOK_DISPOSED})
@@ -487,48 +486,8 @@ def _plan_one(
             run_id=run_id,
         )
 
-    if kind is T.STEP_CREATED:
-        assert cid is not None
-        if view.has_step(cid):
-            raise EntityConflict(f"run {run_id!r}: step {cid!r} already exists", run_id=run_id)
-    elif kind in _STEP_CHANGES:
-        assert cid is not None
-        step = view.step(cid)
-        if step is None:
-            raise StepNotFound(
-                f"run {run_id!r} has no step {cid!r}: write step_created first", run_id=run_id
-            )
-        if step.status in _STEP_ENDED:
-            raise EntityConflict(
-                f"run {run_id!r}: step {cid!r} is {step.status.value}; a terminal step "
-                f"accepts no {kind.value}",
-                run_id=run_id,
-            )
-        if run.status in _RUN_ENDED and (
-            step.status is not StepStatuses.RUNNING or kind not in _STEP_ENDS
-        ):
-            raise RunExpired(
-                f"run {run_id!r} is {run.status.value}: only a step that was running when it "
-                f"ended may still report its outcome; step {cid!r} ({step.status.value}) "
-                f"accepts no {kind.value}",
-                run_id=run_id,
-            )
-        if kind is T.STEP_STARTED:
-            if step.retry_after is not None and at < step.retry_after:
-                raise TooEarly(
-                    f"run {run_id!r}: step {cid!r} may not start before "
-                    f"{step.retry_after.isoformat()}; retry after that",
-                    run_id=run_id,
-                    retry_after=step.retry_after,
-                )
-            data = request.data.first("attempt", step.attempt + 1)
-        elif step.status is not StepStatuses.RUNNING:
-            raise EntityConflict(
-                f"run {run_id!r}: step {cid!r} is {step.status.value}; write step_started "
-                f"before {kind.value}",
-                run_id=run_id,
-            )
-    elif kind is T.HOOK_CREATED:
+    # Step events never get here: _PLANNERS plans each of them.
+    if kind is T.HOOK_CREATED:
         assert cid is not None
         if view.hook(cid) is not None:
             raise EntityConflict(f"run {run_id!r}: hook {cid!r} already exists", run_id=run_id)
