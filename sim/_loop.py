@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import selectors
 import weakref
 from collections.abc import Callable, Mapping
@@ -25,7 +26,7 @@ from durasim.worlds._time import in_housekeeping
 from ._clock import SimClock
 from ._errors import Crashed
 
-__all__ = ["SimLoop"]
+__all__ = ["SimLoop", "release_loop", "take_loop"]
 
 _Ts = TypeVarTuple("_Ts")
 
@@ -103,6 +104,9 @@ class SimLoop(asyncio.SelectorEventLoop):
         # Timers due within this much of now fire; the clock counts microseconds.
         self._clock_resolution = 1e-6
         self._housekeeping: weakref.WeakSet[asyncio.TimerHandle] = weakref.WeakSet()
+        #: What a new loop looks like, to tell whether a used one is as new (reusable).
+        names = frozenset([*vars(self), "_fresh"])
+        self._fresh = (names, self.get_debug(), self.slow_callback_duration)
 
     def time(self) -> float:
         """Virtual seconds."""
@@ -132,6 +136,10 @@ class SimLoop(asyncio.SelectorEventLoop):
             self._housekeeping.add(handle)
         return handle
 
+    def reusable(self) -> bool:
+        """Whether this loop is as new (see :func:`release_loop`); tidies cancelled timers."""
+        return _reusable(self)
+
     def io_in_flight(self) -> bool:
         """Whether a task waits on a World's socket (the loop then waits for it in wall time)."""
         selector: _SimSelector = self._selector  # type: ignore[attr-defined]
@@ -155,3 +163,91 @@ class SimLoop(asyncio.SelectorEventLoop):
     def close(self) -> None:
         """Close the loop (and the selector)."""
         super().close()
+
+
+# --- reuse --------------------------------------------------------------------------
+#
+# A new loop costs a socket pair, an epoll instance and their registration (system
+# calls: a third of a small Sim's wall time).  A Sim's loop that ends exactly as a new
+# one is (see SimLoop.reusable) is kept for the next Sim of this process instead.
+
+#: Loops as new, ready for the next Sim (shared by threads: pop and append are atomic).
+_IDLE: list[SimLoop] = []
+_KEEP = 4
+
+
+def take_loop(clock: SimClock) -> SimLoop:
+    """A loop on ``clock``: a kept one (as new) or a new one."""
+    try:
+        loop = _IDLE.pop()
+    except IndexError:
+        return SimLoop(clock)
+    loop.clock = clock
+    return loop
+
+
+def release_loop(loop: SimLoop) -> None:
+    """Keep ``loop`` for the next Sim if it is exactly as new; otherwise close it."""
+    loop.on_idle = None
+    if len(_IDLE) < _KEEP and loop.reusable():
+        _IDLE.append(loop)
+    else:
+        loop.close()
+
+
+def _reusable(loop: SimLoop) -> bool:
+    """Whether ``loop`` is as new: nothing scheduled, watched, set or running.
+
+    Cancelled timers are dropped (asyncio drops them lazily; they can never run).
+    """
+    if loop.is_closed() or loop.is_running() or loop._stopping:  # type: ignore[attr-defined]
+        return False
+    names, debug, slow = loop._fresh
+    state = vars(loop)
+    if frozenset(state) != names or loop.get_debug() != debug:
+        return False
+    if loop.slow_callback_duration != slow or state["_thread_id"] is not None:
+        return False
+    if state["_ready"] or state["_asyncgens"] or state["_current_handle"] is not None:
+        return False
+    if any(state[name] is not None for name in _UNSET):
+        return False
+    if any(state.get(name) for name in _EMPTY) or state["_executor_shutdown_called"]:
+        return False
+    if state["_coroutine_origin_tracking_enabled"]:
+        return False
+    scheduled: list[asyncio.TimerHandle] = state["_scheduled"]
+    if not all(handle.cancelled() for handle in scheduled):
+        return False
+    selector: _SimSelector = state["_selector"]
+    if selector._watched != 1 or len(selector.get_map()) != 1 or selector._real.select(0):
+        return False  # a World's socket still watched, or the self-pipe woken
+    scheduled.clear()
+    state["_timer_cancelled_count"] = 0
+    state["_asyncgens_shutdown_called"] = False
+    loop._housekeeping = weakref.WeakSet()
+    return True
+
+
+#: Loop attributes a new loop has unset, and containers it has empty.
+_UNSET = ("_exception_handler", "_task_factory", "_default_executor")
+_EMPTY = ("_signal_handlers", "_transports", "_unix_server_sockets")
+
+
+def _forget_inherited() -> None:
+    """In a forked child: the kept loops share their epoll instance with the parent.
+
+    Unregistering anything from it would unregister it for the parent too, so each
+    loop gets a selector of its own (the shared one is only closed) before it closes.
+    """
+    while _IDLE:
+        loop = _IDLE.pop()
+        selector: _SimSelector = loop._selector  # type: ignore[attr-defined]
+        selector._real.close()
+        selector._real = selectors.DefaultSelector()
+        selector._watched = 0
+        loop.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited)

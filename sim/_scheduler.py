@@ -44,7 +44,7 @@ from ._errors import (
 )
 from ._faults import Faults
 from ._leases import Leases
-from ._loop import SimLoop
+from ._loop import take_loop
 from ._points import EXTERNAL, Match, Point, Writer
 from ._queue import SimQueue
 from ._trace import Trace
@@ -112,7 +112,7 @@ class Scheduler:
         self.store = store
         self.choices = choices
         self.limits = limits
-        self.loop = SimLoop(clock)
+        self.loop = take_loop(clock)
         self.loop.on_idle = self.on_idle
         #: "sim" (the recording queue) or "world" (the World's own, mirrored: _world_queue.py).
         self.queue_mode = queue

@@ -39,6 +39,7 @@ from ._clock import SimClock
 from ._deliveries import Deliveries
 from ._errors import BudgetExceeded, QueueModeUnsupported, SimError, WallBudgetInterrupt
 from ._handles import DeferredCommit, Hold, WriterHandle
+from ._loop import release_loop
 from ._points import EXTERNAL, ORCHESTRATOR, STEP, Match, Point, Writer, WriterPattern
 from ._reports import IdleReport, RunOutcome, SimSnapshot, StallReport, find_stalls, take_snapshot
 from ._scheduler import Scheduler
@@ -148,6 +149,7 @@ class Sim:
         self.run_id: str | None = None
         self._senders = 0
         self._ran = False
+        self._store_closed = False
 
     # --- running ---------------------------------------------------------------
 
@@ -178,11 +180,15 @@ class Sim:
             return result
         finally:
             try:
-                if self._owns_store:
+                if self._owns_store and not self._store_closed:
                     loop.run_until_complete(self.store.close())
-                loop.run_until_complete(loop.shutdown_asyncgens())
+                # Nothing to shut down and no callback left (an async generator's
+                # finalizer, say): the loop run that would do it does nothing.
+                if loop._asyncgens or loop._ready:  # type: ignore[attr-defined]
+                    loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
-                loop.close()
+                # Kept for the next Sim if it is as new (see _loop.py), else closed.
+                release_loop(loop)
                 if self._scratch is not None:
                     self._scratch.cleanup()
 
@@ -202,6 +208,11 @@ class Sim:
             return await script(self)
         finally:
             await self._core.close_tasks()
+            if self._owns_store:
+                # Here rather than in a loop run of its own (run_sync closes it if
+                # the script's task never got this far).
+                await self.store.close()
+                self._store_closed = True
 
     def _drive(self, task: asyncio.Task[T]) -> T:
         """Run the script's task to its end under the wall-time watchdog (``_watchdog.py``).

@@ -244,6 +244,33 @@ class MemoryWorld:
         for key, message_id in self._idempotency.items():
             assert self._queue[message_id].message.idempotency_key == key
 
+    def load_checked_log(self, events: Sequence[Event]) -> None:
+        """Store a whole run's log as it is, without a guard: a TRUSTED bulk load.
+
+        Only for a log these same guards already accepted event by event, in this
+        order, in a World holding no other run (the replay oracle's copy of a log a
+        MemoryWorld wrote): the rows are its fold, as :meth:`_check` requires of
+        every run.  Refuses a run that is here already or a token held by another run.
+        """
+        run_id = events[0].run_id
+        if run_id in self._runs:
+            raise InvalidRequest(f"run {run_id!r} is here already: a bulk load makes a new run")
+        state = fold_log(events)
+        taken = {h.token for h in state.hooks.values() if h.status is HookStatuses.ACTIVE}
+        if taken & self._tokens.keys():
+            raise InvalidRequest(f"tokens {sorted(taken & self._tokens.keys())} are held")
+        record = _RunRecord(
+            state=state,
+            events=list(events),
+            counters=Snapshot(seq=state.seq, seq_in_band=state.seq_in_band),
+        )
+        record.view = _View(self, record)
+        self._runs[run_id] = record
+        for hook in state.hooks.values():
+            self._last_holders[hook.token] = (run_id, hook.hook_id)
+            if hook.status is HookStatuses.ACTIVE:
+                self._tokens[hook.token] = (run_id, hook.hook_id)
+
 
 class _Facet:
     def __init__(self, world: MemoryWorld) -> None:
