@@ -340,7 +340,9 @@ class FreshReplay:
     to one judged before is not sent again: its verdict is reused.
     """
 
-    def __init__(self, logs: Sequence[Sequence[Event]], hash_seed: int) -> None:
+    def __init__(
+        self, logs: Sequence[Sequence[Event]], hash_seed: int, *, checked: bool = False
+    ) -> None:
         self.hash_seed = hash_seed
         self._keys: list[tuple[int, str]] = []
         sent: list[bytes] = []
@@ -367,6 +369,7 @@ class FreshReplay:
                 "modules": modules,
                 "main": main_path,
                 "logs": sent,
+                "checked": checked,
             }
         )
 
@@ -399,12 +402,16 @@ class FreshReplay:
 
 
 def replay_in_fresh_process(
-    logs: Sequence[Sequence[Event]], *, hash_seed: int | None = None
+    logs: Sequence[Sequence[Event]], *, hash_seed: int | None = None, checked: bool = False
 ) -> FreshReplay:
     """Send finished runs' logs to the replay server; ``.verdicts()`` gives the oracle's verdicts.
 
     Args:
         logs: each run's whole log (runs that did not end are judged ``replay.skipped``).
         hash_seed: the server's ``PYTHONHASHSEED`` (default :func:`child_hash_seed`).
+        checked: the logs are ones :func:`verify_replay_log` may take as ``checked``
+            (a MemoryWorld wrote them, ``check_invariants`` passed): the server loads
+            them as they are too.
     """
-    return FreshReplay(logs, child_hash_seed() if hash_seed is None else hash_seed)
+    seed = child_hash_seed() if hash_seed is None else hash_seed
+    return FreshReplay(logs, seed, checked=checked)

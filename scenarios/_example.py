@@ -180,6 +180,7 @@ def run_example(
     failures: list[tuple[str, str]] = []
     outcome: RunOutcome | None = None
     agreed: list[list[Event]] = []
+    checked: list[bool] = []  # _judge: whether the logs may be loaded as they are
 
     async def script(sim: Sim) -> RunOutcome:
         # An upgrade stays in force until the run is judged: on the code it ended on.
@@ -189,7 +190,9 @@ def run_example(
                 await seen
             if judge and outcome.idle.stuck is None:  # a stuck run is judged by that alone
                 failures.extend(
-                    await _judge(sim, outcome, property, agreed, upgraded=bool(config.upgrade))
+                    await _judge(
+                        sim, outcome, property, agreed, checked, upgraded=bool(config.upgrade)
+                    )
                 )
             return outcome
 
@@ -210,7 +213,9 @@ def run_example(
     if config.fresh_process is not None and agreed and not failures:
         # Sent now, answered after the determinism replay: the replay server
         # works on another core meanwhile.
-        fresh = replay_in_fresh_process(agreed, hash_seed=config.fresh_process)
+        fresh = replay_in_fresh_process(
+            agreed, hash_seed=config.fresh_process, checked=all(checked)
+        )
     faults = tuple(sim.faults_injected)
     for kind in faults:
         sometimes(f"fault: {kind}", True)
@@ -305,6 +310,7 @@ async def _judge(
     outcome: RunOutcome,
     property: Property | None,
     agreed: list[list[Event]],
+    trusted: list[bool],
     *,
     upgraded: bool = False,
 ) -> list[tuple[str, str]]:
@@ -317,6 +323,7 @@ async def _judge(
     # The reference World's guards accepted every event of its logs, and the checker
     # re-derived them: the oracle may load them as they are (same verdict, no guards).
     checked = report.ok and type(store) is MemoryWorld
+    trusted.append(checked)
     for events in await finished_logs(store):
         broken = _authoring_failure(events)
         if broken:

@@ -185,9 +185,10 @@ class Scheduler:
         self._calls += 1
         seq = self._calls
         try:
-            await self._pass(
+            if parking := self._pass(
                 actor, seq, call, "before", writers, run_id, types, cids, token, events
-            )
+            ):
+                await parking
         except InjectedFault as exc:
             self.call_log.reject(seq, writers[0], call, types, exc)
             raise
@@ -196,9 +197,10 @@ class Scheduler:
         except WorldError as exc:
             self.call_log.reject(seq, writers[0], call, types, exc)
             error = type(exc).__name__
-            await self._pass(
+            if parking := self._pass(
                 actor, seq, call, "after", writers, run_id, types, cids, token, events, True, error
-            )
+            ):
+                await parking
             raise
         if isinstance(result, COMMITS) and (committed := self.call_log.committed(writers, result)):
             run_id = run_id or committed[0].run_id
@@ -207,7 +209,10 @@ class Scheduler:
             events = tuple([(e.type._value_, e.correlation_id, e.seq) for e in committed])
         if call == "events.list" and self.faults.hidden:
             result = self.faults.stale_read(writers[0], result)
-        await self._pass(actor, seq, call, "after", writers, run_id, types, cids, token, events)
+        if parking := self._pass(
+            actor, seq, call, "after", writers, run_id, types, cids, token, events
+        ):
+            await parking
         return result
 
     async def _direct(
@@ -235,8 +240,12 @@ class Scheduler:
         """Every point passed, in order."""
         return self.call_log.points()
 
-    async def _pass(self, actor: Actor, *fields: Any) -> None:
-        """One interception point; ``fields``: a Point's after its ordinal (see make_point)."""
+    def _pass(self, actor: Actor, *fields: Any) -> Coroutine[Any, Any, None] | None:
+        """One interception point; ``fields``: a Point's after its ordinal (see make_point).
+
+        ``None`` when the task goes on at once, else what it awaits (see :meth:`at`):
+        not a coroutine of its own, so the common case costs no coroutine.
+        """
         self._ordinal += 1
         clock = self.clock
         at = (clock._micros - clock._epoch) / 1_000_000  # clock.elapsed, the loop's time()
@@ -245,8 +254,8 @@ class Scheduler:
             # Nothing else could run and nobody looks: go on (see at()); the
             # Point is built only if the history is read.
             self._history.append((self._ordinal, at, *fields))
-            return
-        await self.at(actor, make_point((self._ordinal, at, *fields)), not_alone=not watched)
+            return None
+        return self.at(actor, make_point((self._ordinal, at, *fields)), not_alone=not watched)
 
     def _alone_at(self, now: float) -> bool:
         """:meth:`_alone` at loop time ``now`` (the interception hot path: one call)."""
