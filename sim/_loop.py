@@ -204,7 +204,7 @@ def _reusable(loop: SimLoop) -> bool:
         return False
     names, debug, slow = loop._fresh
     state = vars(loop)
-    if frozenset(state) != names or loop.get_debug() != debug:
+    if state.keys() != names or loop.get_debug() != debug:
         return False
     if loop.slow_callback_duration != slow or state["_thread_id"] is not None:
         return False

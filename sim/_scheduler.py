@@ -626,7 +626,8 @@ class Scheduler:
                 task.exception()  # looked at, as gather() would: no "never retrieved" warning
         for parked in list(self._parked.values()):
             self.resume(parked)
-        await asyncio.gather(*running, return_exceptions=True)
+        if running:  # (gather of nothing is done at once: the await would not yield)
+            await asyncio.gather(*running, return_exceptions=True)
 
 
 def _label(candidate: Parked | QueueSlot) -> str:
