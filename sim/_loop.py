@@ -14,6 +14,7 @@ one loop iteration.  There are no threads: step bodies run on this loop.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextvars
 import os
 import selectors
@@ -249,5 +250,12 @@ def _forget_inherited() -> None:
         loop.close()
 
 
+def _close_idle() -> None:
+    """At exit: close the kept loops (a loop left open warns when it is collected)."""
+    while _IDLE:
+        _IDLE.pop().close()
+
+
+atexit.register(_close_idle)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_inherited)
