@@ -9,14 +9,6 @@ functions generated here call those descriptors directly, once per field.
 They build exactly what ``__init__`` would, for classes whose fields have no
 validator and whose values the caller already gives in their converted form
 (``copier`` falls back to ``__init__`` for a class with a converter or validator).
-
-Cheaper still, for a class without a ``__weakref__`` slot (``weakref_slot=False``):
-a plain *twin* class with the very same slots takes each field by a plain
-attribute store (a few instructions, against a method call per field through the
-descriptor), and the finished object then becomes an instance of the class by
-``__class__`` assignment, which CPython allows between two classes of one layout
-(it checks the layouts itself, and :func:`twin_of` tries it once at import).  The
-object is the class's own from then on: frozen, equal to what ``__init__`` builds.
 """
 
 from __future__ import annotations
@@ -26,7 +18,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-__all__ = ["builder", "copier", "evolver", "twin_of"]
+__all__ = ["builder", "copier", "evolver"]
 
 _E = TypeVar("_E")
 
@@ -43,44 +35,15 @@ def _direct(cls: type, fields: list[attrs.Attribute[Any]]) -> bool:
     """Whether setting the slots is all ``__init__`` does."""
     return (
         "__slots__" in cls.__dict__
-        and len(fields) == len(attrs.fields(cls))  # each slot gets a value
         and not hasattr(cls, "__attrs_post_init__")
         and not any(a.validator for a in fields)
     )
 
 
-_TWINS: dict[type, type | None] = {}
-
-
-def twin_of(cls: type) -> type | None:
-    """A plain class of ``cls``'s slot layout whose instances may become ``cls``'s, or ``None``.
-
-    ``None`` when CPython refuses the ``__class__`` assignment (a class with a
-    ``__weakref__`` or ``__dict__`` slot: its layout check fails on 3.11).
-    """
-    if cls in _TWINS:
-        return _TWINS[cls]
-    slots = cls.__dict__.get("__slots__")
-    twin: type | None = None
-    if (
-        slots is not None
-        and cls.__bases__ == (object,)
-        and not {"__weakref__", "__dict__"} & set(slots)
-    ):
-        twin = type(f"{cls.__name__}Twin", (), {"__slots__": tuple(slots)})
-        probe: Any = object.__new__(twin)
-        try:
-            probe.__class__ = cls
-        except TypeError:
-            twin = None
-    _TWINS[cls] = twin
-    return twin
-
-
 def _compile(
     cls: type, name: str, params: str, body: str, fields: list[Any], *, extra: dict[str, Any]
 ) -> Any:
-    namespace: dict[str, Any] = {"cls": cls, "_new": object.__new__, "twin": twin_of(cls), **extra}
+    namespace: dict[str, Any] = {"cls": cls, "_new": object.__new__, **extra}
     for a in fields:
         namespace[f"_s_{a.name}"] = cls.__dict__[a.name].__set__
     source = f"def {name}({params}):\n{body}"
@@ -88,10 +51,7 @@ def _compile(
     return namespace[name]
 
 
-def _body(cls: type, fields: list[attrs.Attribute[Any]], value: Callable[[str], str]) -> str:
-    if twin_of(cls) is not None:
-        stores = "".join(f"    n.{a.name} = {value(a.name)}\n" for a in fields)
-        return f"    n = _new(twin)\n{stores}    n.__class__ = cls\n    return n\n"
+def _body(fields: list[attrs.Attribute[Any]], value: Callable[[str], str]) -> str:
     sets = "".join(f"    _s_{a.name}(n, {value(a.name)})\n" for a in fields)
     return f"    n = _new(cls)\n{sets}    return n\n"
 
@@ -112,7 +72,7 @@ def builder(cls: Callable[..., _E]) -> Callable[..., _E]:
     params = ", ".join(
         f"{a.name}=_d_{a.name}" if f"_d_{a.name}" in defaults else a.name for a in fields
     )
-    body = _body(cls, fields, lambda name: name)  # type: ignore[arg-type]
+    body = _body(fields, lambda name: name)
     return _compile(cls, "build", f"*, {params}", body, fields, extra=defaults)  # type: ignore[arg-type,no-any-return]
 
 
@@ -139,6 +99,6 @@ def _copy(cls: Any, changed: tuple[str, ...], params: str, new: Callable[[str], 
         return new(name) if name in changed else f"v.{name}"
 
     if _direct(cls, fields) and not any(a.converter for a in fields):
-        return _compile(cls, "copy", params, _body(cls, fields, value), fields, extra={})
+        return _compile(cls, "copy", params, _body(fields, value), fields, extra={})
     arguments = ", ".join(f"{a.alias}={value(a.name)}" for a in fields)
     return _compile(cls, "copy", params, f"    return cls({arguments})\n", [], extra={})

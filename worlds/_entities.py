@@ -136,7 +136,7 @@ def _frozen_attrs(value: Mapping[str, str] | None) -> Payload:
 _E = TypeVar("_E")
 
 
-@attrs.frozen(kw_only=True, weakref_slot=False)  # see _build: built through a twin
+@attrs.frozen(kw_only=True)
 class RunRecord:
     """A workflow run: the fold of its run events and attribute changes."""
 
@@ -157,7 +157,7 @@ class RunRecord:
     completed_at: datetime | None = None
 
 
-@attrs.frozen(kw_only=True, weakref_slot=False)  # see _build: built through a twin
+@attrs.frozen(kw_only=True)
 class StepRecord:
     """A step of a run.  ``attempt`` is the number of ``step_started`` events."""
 
@@ -177,7 +177,7 @@ class StepRecord:
     inline: bool = False
 
 
-@attrs.frozen(kw_only=True, weakref_slot=False)  # see _build: built through a twin
+@attrs.frozen(kw_only=True)
 class HookRecord:
     """A hook: a token the outside world resumes the run with."""
 
@@ -192,7 +192,7 @@ class HookRecord:
     received_count: int = 0
 
 
-@attrs.frozen(kw_only=True, weakref_slot=False)  # see _build: built through a twin
+@attrs.frozen(kw_only=True)
 class WaitRecord:
     """A durable sleep: due at ``resume_at``, completed by ``wait_completed``."""
 
@@ -205,7 +205,7 @@ class WaitRecord:
     completed_at: datetime | None = None
 
 
-@attrs.frozen(kw_only=True, weakref_slot=False)  # see _build: built through a twin
+@attrs.frozen(kw_only=True)
 class Snapshot:
     """A run's counters, read before a page: ``seq`` events, ``seq_in_band`` of them in-band."""
 
@@ -231,7 +231,7 @@ class EventPage:
         return self.events[-1].seq if self.events else 0
 
 
-@attrs.frozen(kw_only=True, weakref_slot=False)  # see _build: built through a twin
+@attrs.frozen(kw_only=True)
 class EventResult:
     """The answer to one write.
 
@@ -256,7 +256,7 @@ class EventResult:
     allocated: int = 0
 
 
-@attrs.frozen(kw_only=True, weakref_slot=False)  # see _build: built through a twin
+@attrs.frozen(kw_only=True)
 class BatchResult:
     """The answer to ``create_batch``: every event at consecutive positions."""
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import attrs
 
-from ._build import twin_of
 from ._errors import InvalidRequest
 from ._text import STRING_LIMITS, check_text, check_token, shown
 
@@ -201,7 +200,7 @@ def _owned(items: dict[str, Any]) -> Payload:
     return payload
 
 
-@attrs.frozen(kw_only=True, weakref_slot=False)  # see _build: built through a twin
+@attrs.frozen(kw_only=True)
 class Event:
     """One committed entry of a run's log.
 
@@ -230,7 +229,7 @@ class Event:
         return f"#{self.seq} {self.type.value}{subject}"
 
 
-@attrs.frozen(kw_only=True, weakref_slot=False)  # see _build: built through a twin
+@attrs.frozen(kw_only=True)
 class EventRequest:
     """What a writer asks the World to append.
 
@@ -497,8 +496,6 @@ _STR_CHECKED: Final = frozenset({"token", "conflicting_run_id"})
 _FAST_MAX_CHARS: Final = min(high for _, high in STRING_LIMITS.values())
 
 _Common: TypeAlias = Callable[[Any, Any], "EventRequest | None"]
-#: A class of EventRequest's layout that the checks build requests through (see ``_build``).
-_REQUEST_TWIN: Final = twin_of(EventRequest)
 
 
 def _common_source(event_type: EventType) -> str:
@@ -549,25 +546,13 @@ def _common_source(event_type: EventType) -> str:
         "    payload = _new_payload(Payload)",
         "    payload._items = clean",
         "    payload.get = clean.get",
+        "    request = _new_request(EventRequest)",
+        "    _set_type(request, _type)",
+        "    _set_correlation_id(request, correlation_id)",
+        "    _set_data(request, payload)",
+        "    _set_validated(request, True)",
+        "    return request",
     ]
-    if _REQUEST_TWIN is not None:  # plain stores, then the class (see ``_build``)
-        lines += [
-            "    request = _new_request(_REQUEST_TWIN)",
-            "    request.type = _type",
-            "    request.correlation_id = correlation_id",
-            "    request.data = payload",
-            "    request._validated = True",
-            "    request.__class__ = EventRequest",
-        ]
-    else:
-        lines += [
-            "    request = _new_request(EventRequest)",
-            "    _set_type(request, _type)",
-            "    _set_correlation_id(request, correlation_id)",
-            "    _set_data(request, payload)",
-            "    _set_validated(request, True)",
-        ]
-    lines.append("    return request")
     return "\n".join(lines) + "\n"
 
 
@@ -580,8 +565,7 @@ def _compile_common(event_type: EventType) -> _Common:
         "Payload": Payload,
         "EventRequest": EventRequest,
         "_new_payload": Payload.__new__,
-        "_new_request": object.__new__,
-        "_REQUEST_TWIN": _REQUEST_TWIN,
+        "_new_request": EventRequest.__new__,
         # Each slot's own setter: a third of the cost of ``object.__setattr__`` (see ``_build``).
         **{
             f"_set_{name}": EventRequest.__dict__[slot].__set__
