@@ -296,7 +296,7 @@ def _new_event(
 
 def _attempt_first(data: Payload, attempt: int) -> Payload:
     """``data.first("attempt", attempt)``: an empty request's is just the attempt."""
-    if data:
+    if data._items:  # not ``if data``: Payload's __len__ is a Python call
         return data.first("attempt", attempt)
     items = {"attempt": attempt}
     payload: Payload = _new_payload(Payload)
