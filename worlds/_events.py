@@ -257,7 +257,7 @@ class EventRequest:
         """A validated request; raises :class:`InvalidRequest` naming what is wrong."""
         # validate_request's two paths, called directly (this runs three times a step);
         # ``data`` is the call's own keyword dict, so the type's check takes it as is.
-        check = _COMMON.get(type) if isinstance(type, str) else None
+        check = _COMMON[type] if isinstance(type, str) else None
         if check is not None:
             try:
                 request = check(correlation_id, data)
@@ -584,17 +584,30 @@ def _compile_common(event_type: EventType) -> _Common:
     return namespace["check"]  # type: ignore[no-any-return]
 
 
-#: Each client event type's one-pass check (by value: an ``EventType`` finds its own).
-_COMMON: Final[dict[str, _Common]] = {
-    t.value: _compile_common(t) for t in EventType if t not in WORLD_ONLY_TYPES
-}
+#: The event types a client may request, by value.
+_CLIENT_TYPES: Final = {t.value: t for t in EventType if t not in WORLD_ONLY_TYPES}
+
+
+class _Checks(dict[str, "_Common | None"]):
+    """Each client event type's one-pass check, compiled on first use (by value: an
+    ``EventType`` finds its own); ``None`` for any other key (not stored)."""
+
+    def __missing__(self, key: str) -> _Common | None:
+        event_type = _CLIENT_TYPES.get(key)
+        if event_type is None:
+            return None
+        check = self[event_type.value] = _compile_common(event_type)
+        return check
+
+
+_COMMON: Final = _Checks()
 
 
 def _validate_common(
     type_: EventType | str, correlation_id: str | None, data: Mapping[str, Any]
 ) -> EventRequest | None:
     """The request if it is plainly valid; ``None`` to let the full check decide."""
-    check = _COMMON.get(type_) if isinstance(type_, str) else None
+    check = _COMMON[type_] if isinstance(type_, str) else None
     if check is None or (type(data) is not dict and type(data) is not Payload):
         return None
     return check(correlation_id, data)
