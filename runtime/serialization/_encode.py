@@ -114,7 +114,7 @@ def is_flat_plain(value: object) -> bool:
     """
     if type(value) is not dict:
         return False
-    parts: list[object] = [value]
+    parts: list[object] = [value]  # the containers met: each may be reached once
     for key, part in value.items():
         if type(key) is not str:
             return False
@@ -130,22 +130,20 @@ def is_flat_plain(value: object) -> bool:
             continue
         else:
             return False
-        for seen in parts:
-            if seen is part:
-                return False
         parts.append(part)
         for v in items:
             tv = type(v)
-            if tv is str or v is None or tv is bool:
-                continue
-            if tv is int:
+            if tv is int:  # the commonest leaf first
                 if -INT_LIMIT <= v <= INT_LIMIT:
                     continue
                 return False
+            if tv is str or v is None or tv is bool:
+                continue
             if tv is float and v - v == 0.0:
                 continue
             return False
-    return True
+    # One set of identities in place of a pairwise scan per container.
+    return len(set(map(id, parts))) == len(parts)
 
 
 def _plain(value: object, depth: int, seen: set[int]) -> bool:
