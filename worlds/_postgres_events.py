@@ -546,7 +546,7 @@ class _Events(_Facet):
 
         async def write(conn: Conn) -> None:
             try:
-                cur = await psycopg.AsyncRawCursor(conn).execute(statement, params)
+                cur = await self._w._raw_cursor(conn).execute(statement, params)
             except psycopg.errors.UniqueViolation as exc:
                 raise _Taken from exc
             row = await cur.fetchone()

@@ -156,6 +156,48 @@ async def test_a_batch_creating_a_step_that_exists_unread_is_refused_whole(
     await b.close()
 
 
+async def test_a_batch_beside_a_known_step_creating_an_unread_one_is_refused_whole(
+    tmp_path: Path,
+) -> None:
+    """Steps go in a few rows per statement, known and assumed-new together.
+
+    A stored step this connection does not remember, among many new ones and
+    beside a known step's change, still makes the batch decide again and refuse
+    whole; a large batch of new steps goes in (several statements) and reads back.
+    """
+    path = tmp_path / "w.db"
+    a = SQLiteWorld(path, ids=CountingIds(namespace="a"))
+    b = SQLiteWorld(path, ids=CountingIds(namespace="b"))
+    run_id = await _running_run(a)
+    await a.events.create_batch(
+        run_id, [_e("step_created", "s#0", step_name="s", input=b"0"), _e("step_started", "s#0")]
+    )
+    await b.events.create(run_id, _e("step_created", "s#x", step_name="s", input=b"x"))
+    await a.events.create(run_id, _e("step_created", "s#1", step_name="s", input=b"1"))
+    await a.events.create(run_id, _e("step_started", "s#1"))  # a remembers s#1 (b wrote before)
+    before = (await a.events.list(run_id)).snapshot
+    new = [_e("step_created", f"n#{i}", step_name="s", input=b"%d" % i) for i in range(120)]
+    with pytest.raises(EntityConflict, match="already exists"):
+        await a.events.create_batch(
+            run_id,
+            [
+                _e("step_completed", "s#1", result=b"r"),
+                *new,
+                _e("step_created", "s#x", step_name="s", input=b"y"),
+            ],
+        )
+    assert (await a.events.list(run_id)).snapshot == before
+    assert (await a.steps.get(run_id, "s#1")).status.value == "running"
+    batch = await a.events.create_batch(run_id, [_e("step_completed", "s#1", result=b"r"), *new])
+    assert len(batch.events) == 121
+    assert (await b.steps.get(run_id, "s#1")).output == b"r"
+    assert (await b.steps.get(run_id, "n#119")).input == b"119"
+    assert len(await b.steps.list(run_id)) == 123
+    a._check()
+    await a.close()
+    await b.close()
+
+
 async def test_in_band_counts_are_shared_between_connections(tmp_path: Path) -> None:
     path = tmp_path / "w.db"
     a, b = SQLiteWorld(path), SQLiteWorld(path)
