@@ -56,7 +56,10 @@ class _View:
         key finds which exist; only those are read in full.
         """
         known = self._steps
-        wanted = [s for s in dict.fromkeys(step_ids) if s not in known and s is not None]
+        wanted = [s for s in step_ids if s not in known and s is not None]
+        if not wanted:
+            return
+        wanted = list(dict.fromkeys(wanted))
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             marks = ", ".join("?" for _ in chunk)
