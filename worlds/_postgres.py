@@ -108,7 +108,8 @@ class PostgresWorld:
             (or tests) share one database under different schema names.
         clock: source of every timestamp (default: the system clock).
         ids: source of run, message and lease ids (default: random).
-        pool_size: most connections the World opens.
+        pool_size: most connections the World's pool opens (one more, outside
+            it, carries the one-statement writes).
         max_deliveries: claims after which a message is dead-lettered.
         connect_timeout: seconds to wait for the server at start-up.
         retry_for: seconds a call keeps retrying after losing the server before
