@@ -540,7 +540,7 @@ class _Events(_Facet):
             run_id,
             plan.before.seq,
             plan.before.seq_in_band,
-            *(value for row in rows for value in row),
+            *itertools.chain.from_iterable(rows),
         )
         statement = _fast_write(run_changed, *shape)
 
