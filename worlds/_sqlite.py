@@ -74,7 +74,7 @@ def _write_rows(
     """
     count = len(params) // width
     if count <= _ROWS:
-        return db.execute(statements[count], params).rowcount
+        return db.execute(statements[count], params).rowcount if count else 0
     changed = 0
     step = _ROWS * width
     for start in range(0, len(params), step):
