@@ -66,7 +66,7 @@ _ROWS = sql.ROWS_PER_STATEMENT
 
 
 def _write_rows(
-    db: sqlite3.Cursor, statements: tuple[str, ...], params: list[Any], width: int
+    db: sqlite3.Connection, statements: tuple[str, ...], params: list[Any], width: int
 ) -> int:
     """Run ``statements[n]`` over ``params`` (rows of ``width`` values, flat), n rows at a time.
 
@@ -478,7 +478,6 @@ class SQLiteWorld:
         not among the plan's steps (so no INSERT checked it).
         """
         run = plan.run
-        cur = self._cur
         params: list[Any] = []
         in_band_seq = plan.before.seq_in_band
         event_row = codec.event_row
@@ -496,7 +495,7 @@ class SQLiteWorld:
                     if step_id not in refs:
                         refs[step_id] = [None, None, None]
                     refs[step_id][slot] = event.seq
-        _write_rows(cur, sql.INSERT_EVENTS, params, codec.EVENT_WIDTH)
+        _write_rows(db, sql.INSERT_EVENTS, params, codec.EVENT_WIDTH)
         if original is None:
             db.execute(sql.INSERT_RUN, codec.run_to_row(run))
         elif run is not original:
@@ -516,10 +515,10 @@ class SQLiteWorld:
             for step_id, step in plan.steps.items():
                 params += to_row(step, refs.get(step_id, _NO_REFS))
             if not assumed:
-                _write_rows(cur, sql.UPSERT_STEPS, params, codec.STEP_WIDTH)
+                _write_rows(db, sql.UPSERT_STEPS, params, codec.STEP_WIDTH)
             elif not assumed <= plan.steps.keys():
                 raise _AssumedWrong
-            elif _write_rows(cur, sql.CHECKED_STEPS, params, codec.STEP_WIDTH) != len(plan.steps):
+            elif _write_rows(db, sql.CHECKED_STEPS, params, codec.STEP_WIDTH) != len(plan.steps):
                 raise _AssumedWrong  # a step assumed new exists (see CHECKED_STEPS)
         elif assumed:
             raise _AssumedWrong
