@@ -14,11 +14,12 @@ machine.
 runtime, the batches a sequential workflow writes per step (the previous step's
 ``step_completed``, the next one's ``step_created`` and ``step_started``), N
 times on SQLite (``durability="process"``) or PostgreSQL, and prints SQLite's
-statements per step.  The World's own cost per step, for callgrind: the
-difference in instructions between two sizes over their difference in steps,
+statements per step.  The World's own cost per step, for callgrind (``--cpu``:
+no statement count, requests built before the writes): the difference in
+instructions between two sizes over their difference in steps,
 
-    valgrind --tool=callgrind .venv/bin/python bench/bench_worlds.py --step-writes 300
-    valgrind --tool=callgrind .venv/bin/python bench/bench_worlds.py --step-writes 1300
+    valgrind --tool=callgrind .venv/bin/python bench/bench_worlds.py --step-writes 300 --cpu
+    valgrind --tool=callgrind .venv/bin/python bench/bench_worlds.py --step-writes 1300 --cpu
 """
 
 from __future__ import annotations
@@ -125,10 +126,15 @@ async def read_log(world: World, length: int) -> float:
     return elapsed
 
 
-async def step_writes(world: World, steps: int) -> Counter[str]:
-    """The batches of a ``steps``-step sequential run; SQLite statements run per kind."""
+async def step_writes(world: World, steps: int, *, cpu: bool = False) -> Counter[str]:
+    """The batches of a ``steps``-step sequential run; SQLite statements run per kind.
+
+    ``cpu``: no statement count (its trace callback costs instructions) and
+    every request built before the first write, so callgrind sees the World's
+    own work (plus a list walk) per step.
+    """
     counts: Counter[str] = Counter()
-    if isinstance(world, SQLiteWorld):
+    if isinstance(world, SQLiteWorld) and not cpu:
         world._db.set_trace_callback(lambda sql: counts.update((" ".join(sql.split()[:3]),)))
     e = EventRequest.of
     created = await world.events.create(None, e("run_created", workflow_name="wf", input=b"[]"))
@@ -137,21 +143,23 @@ async def step_writes(world: World, steps: int) -> Counter[str]:
     first = [e("step_created", "s#0", step_name="add", input=b"[0]"), e("step_started", "s#0")]
     await world.events.create_batch(run_id, first)
     counts.clear()
+
+    def batch(k: int) -> list[EventRequest]:
+        return [
+            e("step_completed", f"s#{k - 1}", result=b"%d" % k),
+            e("step_created", f"s#{k}", step_name="add", input=b"[%d]" % k),
+            e("step_started", f"s#{k}"),
+        ]
+
+    batches = [batch(k) for k in range(1, steps + 1)] if cpu else None
     for k in range(1, steps + 1):
-        await world.events.create_batch(
-            run_id,
-            [
-                e("step_completed", f"s#{k - 1}", result=b"%d" % k),
-                e("step_created", f"s#{k}", step_name="add", input=b"[%d]" % k),
-                e("step_started", f"s#{k}"),
-            ],
-        )
+        await world.events.create_batch(run_id, batches[k - 1] if batches else batch(k))
     if isinstance(world, SQLiteWorld):
         world._db.set_trace_callback(None)
     return counts
 
 
-def run_step_writes(kind: str, steps: int, dsn: str, directory: Path) -> None:
+def run_step_writes(kind: str, steps: int, dsn: str, directory: Path, *, cpu: bool) -> None:
     async def go() -> None:
         world: World
         if kind == "sqlite":
@@ -162,7 +170,7 @@ def run_step_writes(kind: str, steps: int, dsn: str, directory: Path) -> None:
             schema = f"bench_steps_{os.getpid()}"
             world = await PostgresWorld(dsn, schema=schema, clock=FixedClock()).open()
         try:
-            counts = await step_writes(world, steps)
+            counts = await step_writes(world, steps, cpu=cpu)
         finally:
             if kind != "sqlite":
                 async with (await world._ready()).connection() as conn:  # type: ignore[attr-defined]
@@ -202,11 +210,14 @@ def main() -> None:
     parser.add_argument("--log", type=int, default=25_000)
     parser.add_argument("--step-writes", type=int, metavar="N", help="only N steps' batches")
     parser.add_argument("--world", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument(
+        "--cpu", action="store_true", help="with --step-writes: requests built first, no count"
+    )
     parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/test")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="durasim-bench-"))
     if args.step_writes:
-        run_step_writes(args.world, args.step_writes, args.dsn, tmp)
+        run_step_writes(args.world, args.step_writes, args.dsn, tmp, cpu=args.cpu)
         return
     counter = iter(range(1_000_000))
     repeat = args.repeat

@@ -201,7 +201,8 @@ class StepFunction(Generic[P, R_co]):
             return self.__durasim_function__(*args, **kwargs)
         fn = self.__durasim_function__
         closure = closure_of(fn) if fn.__closure__ else {}  # most steps capture nothing
-        result: Any = caller.call_step(definition, tuple(args), dict(kwargs), closure=closure)
+        # ``args`` is a tuple and ``kwargs`` a dict of this call's own: no copies.
+        result: Any = caller.call_step(definition, args, kwargs, closure=closure)
         return result  # type: ignore[no-any-return]
 
 

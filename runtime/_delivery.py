@@ -28,6 +28,7 @@ from durasim.worlds import (
     Types,
     World,
 )
+from durasim.worlds._build import builder
 
 from ._errors import ReplayDivergence
 from ._metadata import STEP_WORLD, WorkflowMetadata
@@ -46,7 +47,7 @@ from ._replay import (
 )
 from ._settlement import DeliveryStatus
 from ._signals import mark_cancelled
-from ._steps import StepOutcome, execute_step, exhausted, failures_log
+from ._steps import StepOutcome, attempt_runner, exhausted, failures_log
 from ._wake import enqueue_wake, pinned_queue
 from ._writer import InBandWriter, Kept, error_bytes
 from .serialization import FatalError, SerializationError, serialize
@@ -62,6 +63,9 @@ log = logging.getLogger("durasim.runtime")
 #: The statuses as module globals: an enum member read through its class is slow.
 _FINISHED = DeliveryStatus.FINISHED
 _SUSPENDED = DeliveryStatus.SUSPENDED
+#: ``Event(...)`` field by field: the run-ahead's provisional event, once a step
+#: (the values given are already in their converted form: ``data`` is a Payload).
+_provisional_event = builder(Event)
 
 
 class RunDelivery:
@@ -296,7 +300,9 @@ class RunDelivery:
         else:
             token = STEP_WORLD.set(world)
             try:
-                outcome = await execute_step(
+                # The attempt's coroutine function itself: execute_step's dispatch
+                # without its frame (this runs once a step).
+                outcome = await attempt_runner()(
                     state.definition,
                     state.correlation_id,
                     state.input,
@@ -337,7 +343,7 @@ class RunDelivery:
         """
         world, writer, limits = self.world, self.writer, self.limits
         at = world.clock.now()
-        provisional = Event(
+        provisional = _provisional_event(
             run_id=writer.run_id,
             seq=len(writer.events) + 1,
             type=request.type,

@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 
 from durasim.worlds import STRING_LIMITS, Event, EventType, Types, check_text, check_token
+from durasim.worlds._build import builder
 
 from ._authoring import STEP_CALLER, StepDef, WorkflowDef
 from ._compare import first_difference, short
@@ -146,6 +147,10 @@ class PatchCommand:
 
 
 Command = StepCommand | WaitCommand | HookCommand | DisposeCommand | AttrCommand | PatchCommand
+
+#: ``StepCommand(...)`` field by field (a frozen ``__init__`` costs several times as
+#: much; one is made for every step the workflow calls).
+_step_command = builder(StepCommand)
 
 #: Commands that may share a batch (the others must be written alone, §7).
 BATCHABLE = (StepCommand, WaitCommand)
@@ -357,11 +362,17 @@ class Replay:
     def new_commands(self) -> list[Command]:
         """Commands the workflow issued that the log does not hold yet, in issue order."""
         commands: list[Command] = []
+        if not self._uncreated:
+            return commands  # the common case after every step: nothing new
         for state in self._uncreated.values():  # insertion order is issue order
             if isinstance(state, StepState):
                 if not state.future.cancelled():
                     commands.append(
-                        StepCommand(state.correlation_id, state.definition, state.input)
+                        _step_command(
+                            correlation_id=state.correlation_id,
+                            definition=state.definition,
+                            input=state.input,
+                        )
                     )
             elif isinstance(state, WaitState):
                 if not state.handle.cancelled():

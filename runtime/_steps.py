@@ -24,13 +24,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
 
 from durasim.worlds import EventRequest
+from durasim.worlds._build import builder
 
 from ._authoring import StepDef, with_closure
 from ._determinism import wall_monotonic, wall_perf_counter
@@ -45,7 +46,14 @@ from .serialization import FatalError, RetryableError, SerializationError, seria
 from .serialization._api import NOT_PLAIN, loads_plain, plain_scalar
 from .serialization._tracebacks import ErrorText
 
-__all__ = ["StepOutcome", "backoff", "execute_step", "exhausted", "failures_log"]
+__all__ = [
+    "StepOutcome",
+    "attempt_runner",
+    "backoff",
+    "execute_step",
+    "exhausted",
+    "failures_log",
+]
 
 log = logging.getLogger("durasim.runtime")
 
@@ -79,6 +87,13 @@ class StepOutcome:
         return self.request.type.value == "step_retrying"
 
 
+#: ``StepOutcome(request=...)`` field by field (a frozen ``__init__`` costs several
+#: times as much, once a step); ``error`` defaults to ``None``.
+_outcome = builder(StepOutcome)
+#: The same for the metadata every attempt installs.
+_step_metadata = builder(StepMetadata)
+
+
 def exhausted(definition: StepDef, correlation_id: str, attempt: int) -> StepOutcome:
     """``step_failed`` for a step started more often than it may be (crash loops count)."""
     error = FatalError(
@@ -107,8 +122,7 @@ def execute_step(
     Returns the coroutine to await: without tracing, the attempt's own (one
     coroutine frame less on every step).
     """
-    run = _execute_step if not tracing_enabled() else _traced
-    return run(
+    return attempt_runner()(
         definition,
         correlation_id,
         input,
@@ -119,6 +133,15 @@ def execute_step(
         quick_inline=quick_inline,
         payloads=payloads,
     )
+
+
+def attempt_runner() -> Callable[..., Coroutine[Any, Any, StepOutcome]]:
+    """What :func:`execute_step` calls, for a caller that passes every argument itself.
+
+    The attempt's own coroutine function without tracing (no frame in between),
+    else the one that wraps it in a span.
+    """
+    return _execute_step if not tracing_enabled() else _traced
 
 
 async def _traced(
@@ -188,7 +211,9 @@ async def _execute_step(
                 correlation_id,
                 extra={"run_id": workflow.run_id, "step_id": correlation_id, "attempt": attempt},
             )
-            return StepOutcome(EventRequest.of("step_completed", correlation_id, result=seeded))
+            return _outcome(
+                request=EventRequest.of("step_completed", correlation_id, result=seeded)
+            )
     try:
         payload = loads_plain(input)  # the common input, JSON scalars: no codec needed
         if payload is NOT_PLAIN:
@@ -200,7 +225,7 @@ async def _execute_step(
         error = FatalError(f"step input cannot be decoded: {exc}")
         return _failed(correlation_id, error, _Attempt(definition, workflow.run_id, attempt))
     step_token = STEP_METADATA.set(
-        StepMetadata(
+        _step_metadata(
             run_id=workflow.run_id,
             step_id=correlation_id,
             step_name=definition.step_id,
@@ -245,7 +270,7 @@ async def _execute_step(
         WORKFLOW_METADATA.reset(workflow_token)
     scalar = plain_scalar(result)  # the common result: refers to nothing
     if scalar is not None:
-        return StepOutcome(EventRequest.of("step_completed", correlation_id, result=scalar))
+        return _outcome(request=EventRequest.of("step_completed", correlation_id, result=scalar))
     try:
         root = f"result of step {definition.name}"
         if payloads is None:
@@ -254,7 +279,7 @@ async def _execute_step(
             data = payloads.encode_result(result, root=root)
     except SerializationError as exc:
         return _failed(correlation_id, exc, _Attempt(definition, workflow.run_id, attempt))
-    return StepOutcome(EventRequest.of("step_completed", correlation_id, result=data))
+    return _outcome(request=EventRequest.of("step_completed", correlation_id, result=data))
 
 
 @attrs.frozen

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import ItemsView, Iterator, Mapping, ValuesView
+from collections.abc import Callable, ItemsView, Iterator, Mapping, ValuesView
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
@@ -255,14 +255,17 @@ class EventRequest:
         cls, type: EventType | str, correlation_id: str | None = None, **data: Any
     ) -> EventRequest:
         """A validated request; raises :class:`InvalidRequest` naming what is wrong."""
-        # validate_request's two paths, called directly (this runs three times a step).
-        try:
-            request = _validate_common(type, correlation_id, data)
-        except InvalidRequest:
-            request = None
-        if request is None:
-            request = _validate_full(type, correlation_id, data, world=False)
-        return request
+        # validate_request's two paths, called directly (this runs three times a step);
+        # ``data`` is the call's own keyword dict, so the type's check takes it as is.
+        check = _COMMON[type] if isinstance(type, str) else None
+        if check is not None:
+            try:
+                request = check(correlation_id, data)
+            except InvalidRequest:
+                request = None
+            if request is not None:
+                return request
+        return _validate_full(type, correlation_id, data, world=False)
 
 
 # --- payload schema -----------------------------------------------------------
@@ -484,120 +487,130 @@ def validate_request(
     return _validate_full(type_, correlation_id, data, world=world)
 
 
-#: The exact type a field value may have to be taken as is (``None``: always checked).
-_Exact: TypeAlias = type[Any] | None
-
-
-@attrs.frozen
-class _Rules:
-    """One client event type's schema, laid out for :func:`_validate_common`.
-
-    ``order`` lists the fields a client may set, in schema order, each as
-    ``(name, spec, required, plain, text)``: ``plain`` is the exact type a value
-    may have to be taken as is (``None``: every value goes to :func:`_check_field`),
-    ``text`` whether such a value is a str that must also pass the short-ASCII test.
-    """
-
-    type: EventType
-    needs_correlation: bool
-    no_correlation: bool
-    fields: frozenset[str]  # those a client may set
-    order: tuple[tuple[str, _Field, bool, _Exact, bool], ...]
-    required: bool  # whether any field is required (without any, empty data is valid)
-
-
 #: Field kinds whose values need no check beyond their exact type ...
-_PLAIN: Final = {_BYTES: bytes, _STR: str, _BOOL: bool}
+_PLAIN: Final = {_BYTES: "bytes", _STR: "str", _BOOL: "bool"}
 #: ... except these string fields, checked further by :func:`_check_field`.
 _STR_CHECKED: Final = frozenset({"token", "conflicting_run_id"})
 #: Short ASCII text without NUL is valid for every str field whose lower bound is
 #: at most 1 (an empty one goes to the full check, which knows each field's bound).
 _FAST_MAX_CHARS: Final = min(high for _, high in STRING_LIMITS.values())
 
-
-def _plain_type(name: str, spec: _Field) -> _Exact:
-    return None if name in _STR_CHECKED else _PLAIN.get(spec.kind)
+_Common: TypeAlias = Callable[[Any, Any], "EventRequest | None"]
 
 
-_RULES: Final[dict[str, _Rules]] = {
-    t.value: _Rules(
-        type=t,
-        needs_correlation=t in _NEEDS_CORRELATION,
-        no_correlation=t in _NO_CORRELATION,
-        fields=frozenset(n for n, f in _SCHEMA[t].items() if not f.world_only),
-        order=tuple(
-            (n, f, f.required, _plain_type(n, f), f.kind == _STR)
-            for n, f in _SCHEMA[t].items()
-            if not f.world_only
-        ),
-        required=any(f.required for f in _SCHEMA[t].values()),
-    )
-    for t in EventType
-    if t not in WORLD_ONLY_TYPES
-}
+def _common_source(event_type: EventType) -> str:
+    """The one-pass check of ``event_type``'s requests, as Python source.
 
-_fullmatch_correlation = _CORRELATION_ID.fullmatch
-_new_request = EventRequest.__new__
-_new_payload = Payload.__new__
-# Each slot's own setter: a third of the cost of ``object.__setattr__`` (see ``_build``).
-_set_type = EventRequest.__dict__["type"].__set__
-_set_correlation_id = EventRequest.__dict__["correlation_id"].__set__
-_set_data = EventRequest.__dict__["data"].__set__
-_set_validated = EventRequest.__dict__["_validated"].__set__
+    Each client field of the schema, in its order, gets its own lines: a value of
+    its exact plain type (a str also short ASCII text without NUL) is taken as is,
+    any other goes to :func:`_check_field`; an unknown field, a missing required
+    one or a malformed correlation id returns ``None`` (the full check decides).
+    """
+    fields = [(n, f) for n, f in _SCHEMA[event_type].items() if not f.world_only]
+    lines = ["def check(correlation_id, data):"]
+    if event_type in _NEEDS_CORRELATION:
+        lines.append(
+            "    if type(correlation_id) is not str or not _fullmatch(correlation_id): return None"
+        )
+    elif event_type in _NO_CORRELATION:
+        lines.append("    if correlation_id is not None: return None")
+    else:
+        lines.append(
+            "    if correlation_id is not None and (type(correlation_id) is not str"
+            " or not _fullmatch(correlation_id)): return None"
+        )
+    lines.append("    clean = {}")
+    if not fields:
+        lines.append("    if data: return None")
+    else:
+        lines += ["    if data:", "        if not _fields.issuperset(data): return None"]
+        for name, spec in fields:
+            lines.append(f"        v = data.get({name!r})")
+            lines.append(f"        if v is None: {'return None' if spec.required else 'pass'}")
+            plain = None if name in _STR_CHECKED else _PLAIN.get(spec.kind)
+            if plain is not None:
+                test = f"type(v) is {plain}"
+                if spec.kind == _STR:
+                    test += (
+                        f" and v and v.isascii() and len(v) <= {_FAST_MAX_CHARS}"
+                        " and '\\x00' not in v"
+                    )
+                lines.append(f"        elif {test}: clean[{name!r}] = v")
+            checked = f"_check_field(_type, {name!r}, _spec_{name}, v)"
+            lines.append(f"        else: clean[{name!r}] = {checked}")
+        if any(f.required for _, f in fields):
+            lines.append("    else: return None")
+    # Built field by field, as attrs would (frozen: each set once, at birth),
+    # around a Payload that owns ``clean`` (nothing else holds it).
+    lines += [
+        "    payload = _new_payload(Payload)",
+        "    payload._items = clean",
+        "    payload.get = clean.get",
+        "    request = _new_request(EventRequest)",
+        "    _set_type(request, _type)",
+        "    _set_correlation_id(request, correlation_id)",
+        "    _set_data(request, payload)",
+        "    _set_validated(request, True)",
+        "    return request",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _compile_common(event_type: EventType) -> _Common:
+    namespace: dict[str, Any] = {
+        "_type": event_type,
+        "_fields": frozenset(n for n, f in _SCHEMA[event_type].items() if not f.world_only),
+        "_fullmatch": _CORRELATION_ID.fullmatch,
+        "_check_field": _check_field,
+        "Payload": Payload,
+        "EventRequest": EventRequest,
+        "_new_payload": Payload.__new__,
+        "_new_request": EventRequest.__new__,
+        # Each slot's own setter: a third of the cost of ``object.__setattr__`` (see ``_build``).
+        **{
+            f"_set_{name}": EventRequest.__dict__[slot].__set__
+            for name, slot in (
+                ("type", "type"),
+                ("correlation_id", "correlation_id"),
+                ("data", "data"),
+                ("validated", "_validated"),
+            )
+        },
+        **{f"_spec_{n}": f for n, f in _SCHEMA[event_type].items()},
+    }
+    source = _common_source(event_type)
+    code = compile(source, f"<check {event_type.value}>", "exec")
+    exec(code, namespace)  # noqa: S102 -- our own source, from the schema above
+    return namespace["check"]  # type: ignore[no-any-return]
+
+
+#: The event types a client may request, by value.
+_CLIENT_TYPES: Final = {t.value: t for t in EventType if t not in WORLD_ONLY_TYPES}
+
+
+class _Checks(dict[str, "_Common | None"]):
+    """Each client event type's one-pass check, compiled on first use (by value: an
+    ``EventType`` finds its own); ``None`` for any other key (not stored)."""
+
+    def __missing__(self, key: str) -> _Common | None:
+        event_type = _CLIENT_TYPES.get(key)
+        if event_type is None:
+            return None
+        check = self[event_type.value] = _compile_common(event_type)
+        return check
+
+
+_COMMON: Final = _Checks()
 
 
 def _validate_common(
     type_: EventType | str, correlation_id: str | None, data: Mapping[str, Any]
 ) -> EventRequest | None:
     """The request if it is plainly valid; ``None`` to let the full check decide."""
-    rules = _RULES.get(type_) if isinstance(type_, str) else None
-    if rules is None or (type(data) is not dict and type(data) is not Payload):
+    check = _COMMON[type_] if isinstance(type_, str) else None
+    if check is None or (type(data) is not dict and type(data) is not Payload):
         return None
-    if correlation_id is None:
-        if rules.needs_correlation:
-            return None
-    elif (
-        rules.no_correlation
-        or type(correlation_id) is not str
-        or not _fullmatch_correlation(correlation_id)
-    ):
-        return None
-    clean: dict[str, Any] = {}
-    if not data:
-        if rules.required:
-            return None
-    elif not rules.fields.issuperset(data):
-        return None
-    else:
-        get = data.get
-        for name, spec, required, plain, text in rules.order:
-            value = get(name)
-            if value is None:
-                if required:
-                    return None
-            elif type(value) is plain and (
-                not text
-                or (
-                    value
-                    and value.isascii()
-                    and len(value) <= _FAST_MAX_CHARS
-                    and "\x00" not in value
-                )
-            ):
-                clean[name] = value
-            else:
-                clean[name] = _check_field(rules.type, name, spec, value)
-    # Built field by field, as attrs would (frozen: each set once, at birth),
-    # around a Payload that owns ``clean`` (nothing else holds it).
-    payload = _new_payload(Payload)
-    payload._items = clean
-    payload.get = clean.get  # type: ignore[method-assign,assignment]
-    request = _new_request(EventRequest)
-    _set_type(request, rules.type)
-    _set_correlation_id(request, correlation_id)
-    _set_data(request, payload)
-    _set_validated(request, True)
-    return request
+    return check(correlation_id, data)
 
 
 def _validate_full(

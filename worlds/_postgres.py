@@ -52,6 +52,7 @@ from typing import Any, Literal, TypeVar
 import psycopg
 import psycopg.errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import _postgres_codec as codec
@@ -79,6 +80,7 @@ _RETRY_CONFLICTS = (
     psycopg.errors.UniqueViolation,
 )
 _MAX_CONFLICT_RETRIES = 20
+_IDLE = TransactionStatus.IDLE
 
 
 def redact_dsn(dsn: str) -> str:
@@ -106,7 +108,8 @@ class PostgresWorld:
             (or tests) share one database under different schema names.
         clock: source of every timestamp (default: the system clock).
         ids: source of run, message and lease ids (default: random).
-        pool_size: most connections the World opens.
+        pool_size: most connections the World's pool opens (one more, outside
+            it, carries the one-statement writes).
         max_deliveries: claims after which a message is dead-lettered.
         connect_timeout: seconds to wait for the server at start-up.
         retry_for: seconds a call keeps retrying after losing the server before
@@ -150,6 +153,11 @@ class PostgresWorld:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opening: asyncio.Future[AsyncConnectionPool[Conn]] | None = None
         self._connections: weakref.WeakSet[Conn] = weakref.WeakSet()
+        # One connection outside the pool for the one-statement writes (see
+        # _transact): taking a pooled connection costs more CPU than the write.
+        self._direct: Conn | None = None
+        self._direct_cursor: psycopg.AsyncRawCursor[tuple[Any, ...]] | None = None
+        self._direct_busy = False
         self._run_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         # Runs as this process last wrote them: the next write to one of them
         # is decided from here and sent as one statement (see _fast_batch).
@@ -194,9 +202,16 @@ class PostgresWorld:
         self._closed = True
         await self.queue._stop_listening()
         pool, self._pool, self._opening = self._pool, None, None
+        direct, self._direct, self._direct_cursor = self._direct, None, None
+        same_loop = self._loop is asyncio.get_running_loop()
+        if direct is not None and same_loop:
+            with contextlib.suppress(psycopg.Error):
+                await direct.close()
         if pool is None:
+            if not same_loop:
+                self._drop_connections()
             return
-        if self._loop is asyncio.get_running_loop():
+        if same_loop:
             await pool.close()
         else:
             self._drop_connections()
@@ -217,6 +232,7 @@ class PostgresWorld:
         if self._opening is None or self._loop is not loop:
             if self._loop is not loop:
                 self._pool = None
+                self._direct, self._direct_cursor, self._direct_busy = None, None, False
                 self._run_locks = {}
                 self.queue._forget_listener()
                 self._drop_connections()
@@ -334,6 +350,18 @@ class PostgresWorld:
             committing = False
             result: T | None = None  # stays None in single mode (see the docstring)
             try:
+                if single and not self._direct_busy:  # the dedicated connection is free
+                    self._direct_busy = True
+                    try:
+                        direct = self._direct or await self._open_direct()
+                        if direct is not None:
+                            committing = True
+                            try:
+                                return await body(direct)
+                            finally:
+                                self._check_direct(direct)
+                    finally:
+                        self._direct_busy = False
                 async with pool.connection() as conn:
                     if single:  # one autocommit statement: it commits as it runs
                         committing = True
@@ -357,6 +385,47 @@ class PostgresWorld:
                     raise self._lost(exc) from exc
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 0.5)
+
+    async def _open_direct(self) -> Conn | None:
+        """Open the connection for one-statement writes; ``None`` (use the pool) if it fails."""
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self.dsn,
+                autocommit=True,
+                application_name=f"durasim:{self.schema}",
+                connect_timeout=max(1, int(self._connect_timeout)),
+            )
+        except psycopg.OperationalError:
+            return None
+        try:
+            await self._configure(conn)
+        except BaseException:
+            with contextlib.suppress(psycopg.Error):
+                await asyncio.shield(conn.close())
+            raise
+        if self._closed:  # closed while connecting
+            await conn.close()
+            return None
+        self._direct, self._direct_cursor = conn, psycopg.AsyncRawCursor(conn)
+        return conn
+
+    def _raw_cursor(self, conn: Conn) -> psycopg.AsyncRawCursor[tuple[Any, ...]]:
+        """A raw cursor on ``conn``: the dedicated connection's keeps one (no set-up per write)."""
+        if conn is self._direct and self._direct_cursor is not None:
+            return self._direct_cursor
+        return psycopg.AsyncRawCursor(conn)
+
+    def _check_direct(self, conn: Conn) -> None:
+        """After a write on the dedicated connection: drop it unless it is idle and usable.
+
+        A write interrupted mid-statement (cancelled, connection lost) leaves it
+        busy or broken; the next write opens a new one.
+        """
+        if conn.closed or conn.info.transaction_status is not _IDLE:
+            if self._direct is conn:
+                self._direct = self._direct_cursor = None
+            if not conn.closed:
+                conn.pgconn.finish()
 
     async def _landed(self, landed: Callable[[Conn], Awaitable[bool]], deadline: float) -> bool:
         return await self._read(landed, deadline=deadline)

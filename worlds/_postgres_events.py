@@ -540,13 +540,13 @@ class _Events(_Facet):
             run_id,
             plan.before.seq,
             plan.before.seq_in_band,
-            *(value for row in rows for value in row),
+            *itertools.chain.from_iterable(rows),
         )
         statement = _fast_write(run_changed, *shape)
 
         async def write(conn: Conn) -> None:
             try:
-                cur = await psycopg.AsyncRawCursor(conn).execute(statement, params)
+                cur = await self._w._raw_cursor(conn).execute(statement, params)
             except psycopg.errors.UniqueViolation as exc:
                 raise _Taken from exc
             row = await cur.fetchone()

@@ -30,7 +30,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from . import _sqlite_codec as codec
 from . import _sqlite_schema as sql
@@ -62,16 +62,25 @@ _STEP_REF_SLOT = {
     EventType.STEP_RETRYING: 2,
     EventType.STEP_FAILED: 2,
 }
+_ROWS = sql.ROWS_PER_STATEMENT
 
 
-def _step_refs(plan: Plan) -> dict[str, tuple[int | None, int | None, int | None]]:
-    """For each step the plan changes, the positions of its new input/output/error bytes."""
-    refs: dict[str, list[int | None]] = {}
-    for event in plan.events:
-        slot = _STEP_REF_SLOT.get(event.type)
-        if slot is not None and event.correlation_id is not None:
-            refs.setdefault(event.correlation_id, [None, None, None])[slot] = event.seq
-    return {step_id: (r[0], r[1], r[2]) for step_id, r in refs.items()}
+def _write_rows(
+    db: sqlite3.Connection, statements: tuple[str, ...], params: list[Any], width: int
+) -> int:
+    """Run ``statements[n]`` over ``params`` (rows of ``width`` values, flat), n rows at a time.
+
+    Returns the rows changed.
+    """
+    count = len(params) // width
+    if count <= _ROWS:
+        return db.execute(statements[count], params).rowcount if count else 0
+    changed = 0
+    step = _ROWS * width
+    for start in range(0, len(params), step):
+        chunk = params[start : start + step]
+        changed += db.execute(statements[len(chunk) // width], chunk).rowcount
+    return changed
 
 
 def is_full(exc: BaseException) -> bool:
@@ -169,17 +178,18 @@ def _schema_version(db: sqlite3.Connection, path: Path) -> int | None:
 class _WriteTransaction:
     """:meth:`SQLiteWorld._write`; a class, not a generator: every write enters one."""
 
-    __slots__ = ("_db", "_world")
+    __slots__ = ("_cur", "_db", "_world")
 
     def __init__(self, world: SQLiteWorld) -> None:
         self._world = world
         self._db = world._live()
+        self._cur = world._cur
 
     def __enter__(self) -> sqlite3.Connection:
-        db, world = self._db, self._world
+        cur, world = self._cur, self._world
         world._check_writable()
         try:
-            db.execute("BEGIN IMMEDIATE")
+            cur.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if is_full(exc):
                 raise world._full(exc) from exc
@@ -190,14 +200,14 @@ class _WriteTransaction:
             ) from exc
         try:
             world._check_file()  # under the write lock: nothing is written into a lost file
-            version = db.execute("PRAGMA data_version").fetchone()[0]
+            version = cur.execute("PRAGMA data_version").fetchone()[0]
         except BaseException as exc:
             self._roll_back(exc)
             raise
         if version != world._data_version:
             world._known.clear()
             world._data_version = version
-        return db
+        return self._db
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
@@ -206,7 +216,7 @@ class _WriteTransaction:
             self._roll_back(exc)
             return  # anything else propagates as it is
         try:
-            self._db.execute("COMMIT")
+            self._cur.execute("COMMIT")
         except BaseException as failed:
             self._roll_back(failed)
             raise
@@ -283,6 +293,8 @@ class SQLiteWorld:
         self._db = probe if self.read_only and probe is not None else self._connect(busy_timeout)
         if probe is not None and probe is not self._db:
             probe.close()
+        # One cursor for the statements whose rows are read at once (a cursor per call costs).
+        self._cur = self._db.cursor()
         try:
             self._identity = _identity(self.path)
             if not self.read_only:
@@ -466,14 +478,24 @@ class SQLiteWorld:
         not among the plan's steps (so no INSERT checked it).
         """
         run = plan.run
-        rows = []
+        params: list[Any] = []
         in_band_seq = plan.before.seq_in_band
         event_row = codec.event_row
+        # For each step the plan changes, the positions of its new input/output/error bytes.
+        refs: dict[str, list[int | None]] = {}
+        slots = _STEP_REF_SLOT
         for event in plan.events:
             if event.in_band:
                 in_band_seq += 1
-            rows.append(event_row(event, in_band_seq))
-        db.executemany(sql.INSERT_EVENT, rows)
+            params += event_row(event, in_band_seq)
+            slot = slots.get(event.type)
+            if slot is not None:
+                step_id = event.correlation_id
+                if step_id is not None:
+                    if step_id not in refs:
+                        refs[step_id] = [None, None, None]
+                    refs[step_id][slot] = event.seq
+        _write_rows(db, sql.INSERT_EVENTS, params, codec.EVENT_WIDTH)
         if original is None:
             db.execute(sql.INSERT_RUN, codec.run_to_row(run))
         elif run is not original:
@@ -488,27 +510,16 @@ class SQLiteWorld:
             for hook in sorted(plan.hooks.values(), key=lambda h: h.status == "active"):
                 db.execute(sql.UPSERT_HOOK, codec.hook_to_row(hook))
         if plan.steps:
-            refs = _step_refs(plan)
             to_row = codec.step_to_row
-            if assumed:
-                if not assumed <= plan.steps.keys():
-                    raise _AssumedWrong
-                new = [
-                    to_row(s, refs.get(k, _NO_REFS)) for k, s in plan.steps.items() if k in assumed
-                ]
-                try:
-                    db.executemany(sql.INSERT_STEP, new)
-                except sqlite3.IntegrityError as exc:
-                    raise _AssumedWrong from exc
-                rows = [
-                    to_row(s, refs.get(k, _NO_REFS))
-                    for k, s in plan.steps.items()
-                    if k not in assumed
-                ]
-            else:
-                rows = [to_row(s, refs.get(k, _NO_REFS)) for k, s in plan.steps.items()]
-            if rows:
-                db.executemany(sql.UPSERT_STEP, rows)
+            params = []
+            for step_id, step in plan.steps.items():
+                params += to_row(step, refs.get(step_id, _NO_REFS))
+            if not assumed:
+                _write_rows(db, sql.UPSERT_STEPS, params, codec.STEP_WIDTH)
+            elif not assumed <= plan.steps.keys():
+                raise _AssumedWrong
+            elif _write_rows(db, sql.CHECKED_STEPS, params, codec.STEP_WIDTH) != len(plan.steps):
+                raise _AssumedWrong  # a step assumed new exists (see CHECKED_STEPS)
         elif assumed:
             raise _AssumedWrong
         if plan.waits:

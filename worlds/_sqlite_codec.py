@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -97,8 +98,12 @@ def blob(value: bytes | None) -> Any:
     return bytearray(value) if len(value) < _COPY_BELOW else value
 
 
+#: Values per :func:`event_row`.
+EVENT_WIDTH: Final = 10
+
+
 def event_row(event: Event, in_band_seq: int) -> tuple[Any, ...]:
-    """Values for :data:`._sqlite_schema.INSERT_EVENT`."""
+    """Values for :data:`._sqlite_schema.INSERT_EVENTS`."""
     data, main = encode_event(event)
     resume_id = event.data.get("resume_id") if event.type is _RESUME_TYPE else None
     correlation_id = event.correlation_id
@@ -263,10 +268,12 @@ STEP_SELECT: Final = (
 )
 
 
-def step_to_row(
-    step: StepRecord, refs: tuple[int | None, int | None, int | None]
-) -> tuple[Any, ...]:
-    """Values for :data:`._sqlite_schema.UPSERT_STEP`; ``refs`` = (input, output, error) positions.
+#: Values per :func:`step_to_row`.
+STEP_WIDTH: Final = 14
+
+
+def step_to_row(step: StepRecord, refs: Sequence[int | None]) -> tuple[Any, ...]:
+    """Values for :data:`._sqlite_schema.UPSERT_STEPS`; ``refs`` = (input, output, error) positions.
 
     A ``None`` ref keeps the stored one (the upsert coalesces).  Nullable values
     go as :data:`NULL`.

@@ -59,6 +59,8 @@ if TYPE_CHECKING:
 
 __all__: list[str] = []
 
+_STEP_CREATED = EventType.STEP_CREATED
+
 
 class _Facet:
     def __init__(self, world: SQLiteWorld) -> None:
@@ -291,11 +293,15 @@ class _Events(_Facet):
         with w._write() as db:
             run, counters = w._cached_run(db, run_id)
             view = _View(db, run_id, run, counters, known_steps=w._known.steps(run_id))
-            step_ids = [r.correlation_id for r in checked if r.type in STEP_TYPES]
+            step_ids: list[str | None] = []
+            created: list[str | None] = []
+            for request in checked:
+                if request.type in STEP_TYPES:
+                    step_ids.append(request.correlation_id)
+                    if request.type is _STEP_CREATED:
+                        created.append(request.correlation_id)
             if assume:
-                view.assume_new(
-                    [r.correlation_id for r in checked if r.type is EventType.STEP_CREATED]
-                )
+                view.assume_new(created)
             view.prefetch_steps(step_ids)
             try:
                 plan = plan_batch(

@@ -14,20 +14,21 @@ from . import _sqlite_codec as codec
 __all__ = [
     "CACHED_RUNS",
     "CACHED_STEP_RUNS",
+    "CHECKED_STEPS",
     "EVENT_COLUMNS",
     "HAS_HOOKS_BY_KEY_INDEX",
     "HOOKS_BY_KEY_INDEX",
-    "INSERT_EVENT",
+    "INSERT_EVENTS",
     "INSERT_RUN",
-    "INSERT_STEP",
     "MESSAGE_COLUMNS",
+    "ROWS_PER_STATEMENT",
     "SCHEMA_SQL",
     "SCHEMA_VERSION",
     "SELECT_COUNTERS",
     "SELECT_RUN",
     "UPDATE_RUN",
     "UPSERT_HOOK",
-    "UPSERT_STEP",
+    "UPSERT_STEPS",
     "UPSERT_WAIT",
 ]
 
@@ -160,18 +161,30 @@ def _upsert_sql(table: str, columns: str, key: str) -> str:
 
 # Nullable parameters arrive as codec.NULL (no adapter lookup in sqlite3).
 _N = f"nullif(?, {codec.NULL})"
-#: A step the write assumed new: a row already there fails it (the write is then decided again).
-INSERT_STEP = (
-    f"INSERT INTO steps ({codec.STEP_COLUMNS}) VALUES (?, ?, ?, ?, ?, {_N}, {_N}, {_N}, {_N}, "
-    f"?, ?, {_N}, {_N}, ?)"
-)
-UPSERT_STEP = (
-    f"{INSERT_STEP} "
+#: Rows per multi-row statement: within SQLite's oldest parameter limit (999).
+ROWS_PER_STATEMENT = 50
+_STEP_VALUES = f"(?, ?, ?, ?, ?, {_N}, {_N}, {_N}, {_N}, ?, ?, {_N}, {_N}, ?)"
+_STEP_UPDATE = (
     "ON CONFLICT (run_id, step_id) DO UPDATE SET status = excluded.status, "
     "attempt = excluded.attempt, output_seq = coalesce(excluded.output_seq, output_seq), "
     "error_seq = coalesce(excluded.error_seq, error_seq), retry_after = excluded.retry_after, "
     "updated_at = excluded.updated_at, started_at = excluded.started_at, "
     "completed_at = excluded.completed_at"
+)
+#: ``UPSERT_STEPS[n]`` upserts n step rows; a ``None`` position keeps the stored one.
+UPSERT_STEPS: tuple[str, ...] = tuple(
+    f"INSERT INTO steps ({codec.STEP_COLUMNS}) VALUES {', '.join([_STEP_VALUES] * n)} "
+    f"{_STEP_UPDATE}"
+    for n in range(ROWS_PER_STATEMENT + 1)
+)
+#: ``CHECKED_STEPS[n]`` writes n step rows some of which the write assumed new
+#: without reading them: a new step's row (it carries ``input_seq``) that
+#: already exists is left as it is and not counted in the rows changed, so the
+#: write, seeing fewer rows changed than it sent, is decided again.  A step row
+#: with ``input_seq`` is always a new step (the guards refuse ``step_created``
+#: for a step that exists).
+CHECKED_STEPS: tuple[str, ...] = tuple(
+    f"{statement} WHERE excluded.input_seq IS NULL" for statement in UPSERT_STEPS
 )
 UPSERT_HOOK = _upsert_sql("hooks", codec.HOOK_COLUMNS, "run_id, hook_id")
 UPSERT_WAIT = _upsert_sql("waits", codec.WAIT_COLUMNS, "run_id, wait_id")
@@ -181,9 +194,12 @@ UPDATE_RUN = (
     "attributes = ?, updated_at = ?, started_at = ?, completed_at = ? "
     "WHERE run_id = ?"
 )
-INSERT_EVENT = (
+_EVENT_VALUES = f"(?, ?, ?, ?, {_N}, ?, ?, {_N}, {_N}, {_N})"
+#: ``INSERT_EVENTS[n]`` inserts n event rows (:func:`._sqlite_codec.event_row`).
+INSERT_EVENTS: tuple[str, ...] = tuple(
     "INSERT INTO events (run_id, seq, type, created_at, correlation_id, in_band, in_band_seq, "
-    f"data, blob, resume_id) VALUES (?, ?, ?, ?, {_N}, ?, ?, {_N}, {_N}, {_N})"
+    f"data, blob, resume_id) VALUES {', '.join([_EVENT_VALUES] * n)}"
+    for n in range(ROWS_PER_STATEMENT + 1)
 )
 SELECT_RUN = f"SELECT {codec.RUN_COLUMNS} FROM runs WHERE run_id = ?"
 # The counters live on the last event: (seq, in-band events up to and including it).

@@ -40,9 +40,9 @@ class _View:
     def assume_new(self, step_ids: Sequence[str | None]) -> None:
         """Take the named steps not known here as absent, without reading them.
 
-        The write then INSERTs their rows plainly (:data:`._sqlite_schema.INSERT_STEP`):
-        the primary key fails it if one existed after all, and the caller
-        decides the write again with :meth:`prefetch_steps` (see ``assumed``).
+        The write then INSERTs their rows (:data:`._sqlite_schema.CHECKED_STEPS`):
+        one that existed after all is found there, and the caller decides the
+        write again with :meth:`prefetch_steps` (see ``assumed``).
         """
         for step_id in step_ids:
             if step_id is not None and step_id not in self._steps:
@@ -56,7 +56,10 @@ class _View:
         key finds which exist; only those are read in full.
         """
         known = self._steps
-        wanted = [s for s in dict.fromkeys(step_ids) if s not in known and s is not None]
+        wanted = [s for s in step_ids if s not in known and s is not None]
+        if not wanted:
+            return
+        wanted = list(dict.fromkeys(wanted))
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             marks = ", ".join("?" for _ in chunk)

@@ -136,12 +136,12 @@ def is_flat_plain(value: object) -> bool:
         parts.append(part)
         for v in items:
             tv = type(v)
-            if tv is str or v is None or tv is bool:
-                continue
-            if tv is int:
+            if tv is int:  # the commonest leaf first
                 if -INT_LIMIT <= v <= INT_LIMIT:
                     continue
                 return False
+            if tv is str or v is None or tv is bool:
+                continue
             if tv is float and v - v == 0.0:
                 continue
             return False

@@ -137,6 +137,7 @@ class _Upserting:
         self._db = db
 
     def execute(self, statement: str, *args: Any) -> sqlite3.Cursor:
+        statement = statement.replace("INSERT INTO events", "INSERT OR REPLACE INTO events")
         return self._db.execute(statement, *args)
 
     def executemany(self, statement: str, rows: Any) -> sqlite3.Cursor:

@@ -170,6 +170,36 @@ async def test_writes_survive_killed_connections_and_none_lands_twice(dsn: str) 
         await world.close()
 
 
+async def test_one_statement_writes_reconnect_their_connection_and_close_it(dsn: str) -> None:
+    """The connection outside the pool that carries one-statement writes is reopened when lost
+    and closed with the World."""
+    schema = new_schema()
+    world = await PostgresWorld(dsn, schema=schema, pool_size=2).open()
+    try:
+        await _start_run(world, "r")
+        for k in range(3):
+            await world.events.create_batch(
+                "r",
+                [
+                    req("step_created", f"s#{k}", step_name="s", input=b"%d" % k),
+                    req("step_started", f"s#{k}"),
+                ],
+            )
+            assert world._direct is not None, "the write did not take the one-statement path"
+            assert _terminate(dsn, schema) > 0
+        page = await world.events.list("r")
+        assert [e.seq for e in page.events] == list(range(1, 9))
+        world._check()
+        await world.events.create("r", req("step_completed", "s#2", result=b"r"))
+        direct = world._direct
+        assert direct is not None
+        assert not direct.closed
+    finally:
+        await world.close()
+    assert direct.closed
+    assert world._direct is None
+
+
 async def test_an_unreachable_server_is_named_without_its_password() -> None:
     world = PostgresWorld(
         "postgresql://someone:secret@127.0.0.1:1/nowhere", schema="durasim_t_x", connect_timeout=2

@@ -30,6 +30,14 @@ async def _running_run(world: SQLiteWorld, run_id: str = "r1") -> str:
     return run_id
 
 
+async def _two_connections(tmp_path: Path) -> tuple[SQLiteWorld, SQLiteWorld, str]:
+    """Two Worlds on one file and a running run written by the first."""
+    path = tmp_path / "w.db"
+    a = SQLiteWorld(path, ids=CountingIds(namespace="a"))
+    b = SQLiteWorld(path, ids=CountingIds(namespace="b"))
+    return a, b, await _running_run(a)
+
+
 async def test_committed_events_survive_reopening(tmp_path: Path) -> None:
     path = tmp_path / "w.db"
     clock = FixedClock()
@@ -122,10 +130,7 @@ async def test_a_batch_creating_a_step_that_exists_unread_is_refused_whole(
     written by another connection): the batch is refused with the error the
     stored rows give, first request first, and writes nothing.
     """
-    path = tmp_path / "w.db"
-    a = SQLiteWorld(path, ids=CountingIds(namespace="a"))
-    b = SQLiteWorld(path, ids=CountingIds(namespace="b"))
-    run_id = await _running_run(a)
+    a, b, run_id = await _two_connections(tmp_path)
     await a.events.create_batch(
         run_id, [_e("step_created", "s#1", step_name="s", input=b"1"), _e("step_started", "s#1")]
     )
@@ -151,6 +156,42 @@ async def test_a_batch_creating_a_step_that_exists_unread_is_refused_whole(
     )
     assert [e.seq for e in batch.events] == [before.seq + 1, before.seq + 2]
     assert (await b.steps.get(run_id, "s#2")).input == b"2"
+    a._check()
+    await a.close()
+    await b.close()
+
+
+async def test_a_batch_beside_a_known_step_creating_an_unread_one_is_refused_whole(
+    tmp_path: Path,
+) -> None:
+    """Steps go in a few rows per statement, known and assumed-new together.
+
+    A stored step this connection does not remember, among many new ones and
+    beside a known step's change, still makes the batch decide again and refuse
+    whole; a large batch of new steps goes in (several statements) and reads back.
+    """
+    a, b, run_id = await _two_connections(tmp_path)
+    await b.events.create(run_id, _e("step_created", "s#x", step_name="s", input=b"x"))
+    await a.events.create(run_id, _e("step_created", "s#1", step_name="s", input=b"1"))
+    await a.events.create(run_id, _e("step_started", "s#1"))  # a remembers s#1 (b wrote before)
+    before = (await a.events.list(run_id)).snapshot
+    new = [_e("step_created", f"n#{i}", step_name="s", input=b"%d" % i) for i in range(120)]
+    with pytest.raises(EntityConflict, match="already exists"):
+        await a.events.create_batch(
+            run_id,
+            [
+                _e("step_completed", "s#1", result=b"r"),
+                *new,
+                _e("step_created", "s#x", step_name="s", input=b"y"),
+            ],
+        )
+    assert (await a.events.list(run_id)).snapshot == before
+    assert (await a.steps.get(run_id, "s#1")).status.value == "running"
+    batch = await a.events.create_batch(run_id, [_e("step_completed", "s#1", result=b"r"), *new])
+    assert len(batch.events) == 121
+    assert (await b.steps.get(run_id, "s#1")).output == b"r"
+    assert (await b.steps.get(run_id, "n#119")).input == b"119"
+    assert len(await b.steps.list(run_id)) == 122
     a._check()
     await a.close()
     await b.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from durasim.worlds import EventType, InvalidRequest, validate_request
@@ -89,3 +89,42 @@ def test_the_fast_path_builds_every_field_of_a_request() -> None:
     assert repr(built) == repr(by_hand)
     assert built.validated
     assert not by_hand.validated
+
+
+def decide_of(type_: Any, correlation_id: Any, data: dict[str, Any]) -> object:
+    from durasim.worlds import EventRequest
+
+    try:
+        request = EventRequest.of(type_, correlation_id, **data)
+    except InvalidRequest as exc:
+        return ("refused", str(exc))
+    return (request, request.type, list(request.data.items()), request.validated)
+
+
+@settings(max_examples=500)
+@given(TYPES, CORRELATION_IDS, st.dictionaries(st.sampled_from(FIELD_NAMES), VALUES, max_size=5))
+def test_of_and_the_full_check_agree(type_: Any, correlation_id: Any, data: Any) -> None:
+    # EventRequest.of calls the type's compiled one-pass check itself.
+    assert decide_of(type_, correlation_id, data) == decide(type_, correlation_id, data, fast=False)
+
+
+@st.composite
+def own_fields(draw: st.DrawFn) -> tuple[EventType, dict[str, Any]]:
+    """A type and data drawn from its own schema's fields (so the one-pass check decides)."""
+    from durasim.worlds._events import _SCHEMA
+
+    type_ = draw(st.sampled_from(list(EventType)))
+    names = list(_SCHEMA[type_]) or ["bogus"]
+    return type_, draw(st.dictionaries(st.sampled_from(names), VALUES, max_size=len(names)))
+
+
+@settings(max_examples=1000)
+@given(own_fields(), CORRELATION_IDS)
+def test_each_types_check_agrees_with_the_full_check(
+    drawn: tuple[EventType, dict[str, Any]], correlation_id: Any
+) -> None:
+    type_, data = drawn
+    full = decide(type_, correlation_id, data, fast=False)
+    assert decide(type_, correlation_id, data, fast=True) == full
+    assert decide(type_.value, correlation_id, data, fast=True) == full
+    assert decide_of(type_, correlation_id, data) == full
