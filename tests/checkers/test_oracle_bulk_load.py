@@ -17,7 +17,13 @@ from durasim.checkers import check_invariants, finished_logs, verify_replay_log
 from durasim.checkers._oracle import _loads_as_is, _seed
 from durasim.runtime import create_hook, start, step, workflow
 from durasim.sim import FAULT_KINDS, Sim
-from durasim.worlds import CountingIds, Event, EventType, FixedClock, MemoryWorld
+from durasim.worlds import (
+    RUN_TERMINAL_TYPES,
+    CountingIds,
+    Event,
+    FixedClock,
+    MemoryWorld,
+)
 
 
 @step(module="oraclebulktests")
@@ -81,12 +87,7 @@ def _logs(workflow: Any, n: int, seed: int) -> list[list[Event]]:
 
 
 def _prefix(events: list[Event]) -> list[Event]:
-    end = next(
-        i
-        for i, e in enumerate(events)
-        if e.type.value.startswith("run_")
-        and e.type in (EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED)
-    )
+    end = next(i for i, e in enumerate(events) if e.type in RUN_TERMINAL_TYPES)
     return events[:end]
 
 
