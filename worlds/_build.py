@@ -51,8 +51,12 @@ def _compile(
     return namespace[name]
 
 
-def _body(fields: list[attrs.Attribute[Any]], value: Callable[[str], str]) -> str:
-    sets = "".join(f"    _s_{a.name}(n, {value(a.name)})\n" for a in fields)
+def _body(cls: type, fields: list[attrs.Attribute[Any]], value: Callable[[str], str]) -> str:
+    setattr_: object = cls.__setattr__
+    if setattr_ is object.__setattr__:  # a mutable class: plain stores are cheapest
+        sets = "".join(f"    n.{a.name} = {value(a.name)}\n" for a in fields)
+    else:  # frozen: each slot's own setter
+        sets = "".join(f"    _s_{a.name}(n, {value(a.name)})\n" for a in fields)
     return f"    n = _new(cls)\n{sets}    return n\n"
 
 
@@ -72,7 +76,7 @@ def builder(cls: Callable[..., _E]) -> Callable[..., _E]:
     params = ", ".join(
         f"{a.name}=_d_{a.name}" if f"_d_{a.name}" in defaults else a.name for a in fields
     )
-    body = _body(fields, lambda name: name)
+    body = _body(cls, fields, lambda name: name)  # type: ignore[arg-type]
     return _compile(cls, "build", f"*, {params}", body, fields, extra=defaults)  # type: ignore[arg-type,no-any-return]
 
 
@@ -99,6 +103,6 @@ def _copy(cls: Any, changed: tuple[str, ...], params: str, new: Callable[[str], 
         return new(name) if name in changed else f"v.{name}"
 
     if _direct(cls, fields) and not any(a.converter for a in fields):
-        return _compile(cls, "copy", params, _body(fields, value), fields, extra={})
+        return _compile(cls, "copy", params, _body(cls, fields, value), fields, extra={})
     arguments = ", ".join(f"{a.alias}={value(a.name)}" for a in fields)
     return _compile(cls, "copy", params, f"    return cls({arguments})\n", [], extra={})

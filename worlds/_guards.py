@@ -54,6 +54,7 @@ from ._events import (
     EventType,
     Payload,
     Types,
+    _owned,
 )
 from ._fold import STEP_CHANGES, apply, created_running, created_step
 
@@ -298,14 +299,7 @@ def _attempt_first(data: Payload, attempt: int) -> Payload:
     """``data.first("attempt", attempt)``: an empty request's is just the attempt."""
     if data._items:  # not ``if data``: Payload's __len__ is a Python call
         return data.first("attempt", attempt)
-    items = {"attempt": attempt}
-    payload: Payload = _new_payload(Payload)
-    payload._items = items  # owned: nothing else holds it
-    payload.get = items.get  # type: ignore[method-assign,assignment]
-    return payload
-
-
-_new_payload = object.__new__
+    return _owned({"attempt": attempt})
 
 
 def _plan_step_created(
@@ -602,7 +596,7 @@ def plan_create_run(
     )
 
 
-_new_plan = object.__new__
+_new_plan = builder(Plan)
 
 
 def _start_plan(view: StateView, run_id: str) -> Plan:
@@ -612,19 +606,9 @@ def _start_plan(view: StateView, run_id: str) -> Plan:
             f"run {run_id!r} does not exist: create it with run_created first", run_id=run_id
         )
     before = view.counters()
-    # ``Plan(run=run, before=before, after=before)``, field by field: Plan is mutable
-    # and its slots plain, so each is a plain store (no keyword matching, no factory call).
-    plan: Plan = _new_plan(Plan)
-    plan.run = run
-    plan.before = before
-    plan.after = before
-    plan.events = []
-    plan.steps = {}
-    plan.hooks = {}
-    plan.waits = {}
-    plan.canonical = None
-    plan.touched = None
-    return plan
+    # ``Plan(run=run, before=before, after=before)`` without attrs' __init__ (its
+    # factories are calls): the builder takes every field, so a new one cannot be missed.
+    return _new_plan(run=run, before=before, after=before, events=[], steps={}, hooks={}, waits={})
 
 
 def _check_expected_seq(run_id: str, before: Snapshot, expected_seq: int | None) -> None:
