@@ -52,6 +52,7 @@ class SimQueue:
         self._version = 0
         self._memo: dict[tuple[object, ...], object] = {}
         self._memo_at = (0, -1)  # (version, clock micros) the memo holds answers for
+        self._due: tuple[int, int, int | None] = (0, -1, None)  # next_due_micros() memo
 
     # --- the QueueFacet contract -------------------------------------------
 
@@ -206,6 +207,14 @@ class SimQueue:
         only once that lease expires (never, while it is live): a due time in
         the past that the gate keeps closed would make the clock stand still.
         """
+        if not queue_prefix:
+            # The scheduler's question at every interception point: one memo of its own.
+            version, micros, due = self._due
+            if version == self._version and micros == self._clock._micros:
+                return due
+            due = self._next_due("")
+            self._due = (self._version, self._clock._micros, due)
+            return due
         answers, key = self._answers(), ("next_due", queue_prefix)
         if key not in answers:
             answers[key] = self._next_due(queue_prefix)

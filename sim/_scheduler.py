@@ -31,7 +31,16 @@ from durasim.runtime.lowlevel import STEP_METADATA, engine_for, wall_monotonic
 from durasim.worlds import IdSource, World, WorldError
 from durasim.worlds._memory_queue import QueueSlot
 
-from ._calls import COMMITS, WRITES, CallLog, describe_call, describe_read, make_point, writers_of
+from ._calls import (
+    COMMITS,
+    WRITES,
+    CallLog,
+    describe_call,
+    describe_read,
+    describe_write,
+    make_point,
+    writers_of,
+)
 from ._choices import ChoiceSource
 from ._clock import SimClock
 from ._deliveries import Deliveries
@@ -57,6 +66,9 @@ if TYPE_CHECKING:
 __all__ = ["Parked", "Scheduler", "Watch"]
 
 T = TypeVar("T")
+
+#: The writer of calls the simulator did not launch (the script's): one value, shared.
+_EXTERNAL = Writer(kind=EXTERNAL)
 
 #: A loop timer within this many seconds of the loop's time is due (SimLoop's resolution).
 _LOOP_RESOLUTION = 1e-6
@@ -171,12 +183,11 @@ class Scheduler:
         if actor.crashed or self._closing:
             raise Crashed
         events: tuple[tuple[str, str | None, int], ...] = ()
+        token: str | None = None
         if call in WRITES:
-            run_id, requests, token = describe_call(call, args, kwargs)
-            writers = writers_of(actor, requests)
-            events = tuple([(r.type._value_, r.correlation_id, 0) for r in requests])
-            types: tuple[str, ...] = tuple([e[0] for e in events])
-            cids = tuple([e[1] for e in events if e[1]])
+            run_id, writers, events, types, cids = describe_write(
+                call, args, kwargs, actor.writer, STEP_METADATA.get()
+            )
         else:
             # No requests: no event types, and the step writer only inside a step body.
             run_id, token = describe_read(call, args, kwargs)
@@ -184,14 +195,32 @@ class Scheduler:
             types = cids = ()
         self._calls += 1
         seq = self._calls
-        try:
-            if parking := self._pass(
-                actor, seq, call, "before", writers, run_id, types, cids, token, events
-            ):
-                await parking
-        except InjectedFault as exc:
-            self.call_log.reject(seq, writers[0], call, types, exc)
-            raise
+        # The before point (_pass, inline: the common case costs no call of its own).
+        self._ordinal += 1
+        clock = self.clock
+        at = (clock._micros - clock._epoch) / 1_000_000  # clock.elapsed, the loop's time()
+        fields: tuple[Any, ...] = (
+            self._ordinal,
+            at,
+            seq,
+            call,
+            "before",
+            writers,
+            run_id,
+            types,
+            cids,
+            token,
+            events,
+        )
+        watched = bool(self._watches)
+        if not watched and self._alone_at(at):
+            self._history.append(fields)
+        else:
+            try:
+                await self.at(actor, make_point(fields), not_alone=not watched)
+            except InjectedFault as exc:
+                self.call_log.reject(seq, writers[0], call, types, exc)
+                raise
         try:
             result = await method(*args, **kwargs)
         except WorldError as exc:
@@ -202,17 +231,36 @@ class Scheduler:
             ):
                 await parking
             raise
-        if isinstance(result, COMMITS) and (committed := self.call_log.committed(writers, result)):
+        if isinstance(result, COMMITS) and (
+            committed := self.call_log.committed(writers, result, self._ordinal)
+        ):
             run_id = run_id or committed[0].run_id
             types += tuple([t for e in committed if (t := e.type._value_) not in types])
             # After the commit a point names what was committed, at its positions.
             events = tuple([(e.type._value_, e.correlation_id, e.seq) for e in committed])
         if call == "events.list" and self.faults.hidden:
             result = self.faults.stale_read(writers[0], result)
-        if parking := self._pass(
-            actor, seq, call, "after", writers, run_id, types, cids, token, events
-        ):
-            await parking
+        # The after point (_pass, inline).
+        self._ordinal += 1
+        at = (clock._micros - clock._epoch) / 1_000_000
+        fields = (
+            self._ordinal,
+            at,
+            seq,
+            call,
+            "after",
+            writers,
+            run_id,
+            types,
+            cids,
+            token,
+            events,
+        )
+        watched = bool(self._watches)
+        if not watched and self._alone_at(at):
+            self._history.append(fields)
+        else:
+            await self.at(actor, make_point(fields), not_alone=not watched)
         return result
 
     async def _direct(
@@ -222,7 +270,7 @@ class Scheduler:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        external = Writer(kind=EXTERNAL)
+        external = _EXTERNAL
         try:
             result = await method(*args, **kwargs)
         except WorldError as exc:
@@ -232,7 +280,7 @@ class Scheduler:
                 self._calls += 1
                 self.call_log.reject(self._calls, external, call, types, exc)
             raise
-        self.call_log.committed((external,), result)
+        self.call_log.committed((external,), result, self._ordinal)
         return result
 
     @property
