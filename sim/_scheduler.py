@@ -74,15 +74,45 @@ _EXTERNAL = Writer(kind=EXTERNAL)
 _LOOP_RESOLUTION = 1e-6
 
 
-@attrs.define(eq=False)
 class Parked:
-    """A task waiting at an interception point for the scheduler (or the script)."""
+    """A task waiting at an interception point for the scheduler (or the script).
 
-    point: Point
-    future: asyncio.Future[None]
-    actor: Actor
-    held: bool = False
-    fail: bool = False
+    Its :class:`Point` is built when asked for (a choice between tasks needs only
+    their writers): ``fields`` are the point's, as :func:`make_point` takes them.
+    """
+
+    __slots__ = ("_fields", "_point", "actor", "fail", "future", "held", "ordinal", "writer")
+
+    def __init__(
+        self,
+        fields: tuple[Any, ...],
+        future: asyncio.Future[None],
+        actor: Actor,
+        point: Point | None = None,
+    ) -> None:
+        self._fields = fields
+        self._point = point
+        self.future = future
+        self.actor = actor
+        self.held = False
+        self.fail = False
+        #: The point's ordinal and writer (``point.ordinal``, ``point.writer``).
+        self.ordinal: int = fields[0]
+        self.writer: Writer = fields[5][0]
+
+    @property
+    def point(self) -> Point:
+        """The interception point it waits at."""
+        point = self._point
+        if point is None:
+            point = self._point = make_point(self._fields)
+        return point
+
+    def __repr__(self) -> str:
+        return (
+            f"Parked(point={self.point!r}, future={self.future!r}, actor={self.actor!r}, "
+            f"held={self.held!r}, fail={self.fail!r})"
+        )
 
 
 @attrs.define(eq=False)
@@ -217,7 +247,7 @@ class Scheduler:
             self._history.append(fields)
         else:
             try:
-                await self.at(actor, make_point(fields), not_alone=not watched)
+                await self.at(actor, fields, not_alone=not watched)
             except InjectedFault as exc:
                 self.call_log.reject(seq, writers[0], call, types, exc)
                 raise
@@ -260,7 +290,7 @@ class Scheduler:
         if not watched and self._alone_at(at):
             self._history.append(fields)
         else:
-            await self.at(actor, make_point(fields), not_alone=not watched)
+            await self.at(actor, fields, not_alone=not watched)
         return result
 
     async def _direct(
@@ -303,7 +333,7 @@ class Scheduler:
             # Point is built only if the history is read.
             self._history.append((self._ordinal, at, *fields))
             return None
-        return self.at(actor, make_point((self._ordinal, at, *fields)), not_alone=not watched)
+        return self.at(actor, (self._ordinal, at, *fields), not_alone=not watched)
 
     def _alone_at(self, now: float) -> bool:
         """:meth:`_alone` at loop time ``now`` (the interception hot path: one call)."""
@@ -324,16 +354,22 @@ class Scheduler:
                 return False
         return True
 
-    async def at(self, actor: Actor, point: Point, *, not_alone: bool = False) -> None:
-        """Record ``point``, fire the script's watches, park until the scheduler says go.
+    async def at(self, actor: Actor, fields: tuple[Any, ...], *, not_alone: bool = False) -> None:
+        """Record the point of ``fields`` (see :func:`make_point`), fire the script's
+        watches, park until the scheduler says go.
 
         ``not_alone``: the caller found, with no watch armed, that another task could
         run (nothing changes that before the check here: it is not made twice).
         """
-        self._history.append(point)
-        parked = Parked(point=point, future=self.loop.create_future(), actor=actor)
         crash: Watch | None = None
-        if self._watches:
+        if not self._watches:
+            # Nobody matches it: the Point is built only if someone reads it.
+            self._history.append(fields)
+            parked = Parked(fields, self.loop.create_future(), actor)
+        else:
+            point = make_point(fields)
+            self._history.append(point)
+            parked = Parked(fields, self.loop.create_future(), actor, point)
             for watch in list(self._watches):
                 if not watch.match.matches(point):
                     continue
@@ -353,6 +389,7 @@ class Scheduler:
                 elif watch.action == "crash":
                     crash = watch
         if crash is not None:
+            point = parked.point
             where = crash.match.describe_hit(point)
             if not where.startswith("at "):
                 where += f" ({point.writer.label} at {point.call} [call {point.seq}])"
@@ -363,10 +400,11 @@ class Scheduler:
             # other task, message, timer or fault question): go on without the
             # round trip through the loop. Same choices, same trace.
             return
-        self._parked[point.ordinal] = parked
+        ordinal = parked.ordinal
+        self._parked[ordinal] = parked
         if not parked.held and not parked.fail and self._idle_next():
             if self._decide(parked):
-                self._parked.pop(point.ordinal, None)
+                self._parked.pop(ordinal, None)
                 return
             if parked.future.done():
                 # A fault hit this very task as it was chosen (see _decide): it wakes
@@ -375,10 +413,11 @@ class Scheduler:
         try:
             await parked.future
         finally:
-            self._parked.pop(point.ordinal, None)
+            self._parked.pop(ordinal, None)
         if actor.crashed:
             raise Crashed
         if parked.fail:
+            point = parked.point
             raise InjectedFault(
                 f"injected transient failure of {point.call} for {point.writer.label}; "
                 "nothing was written: retry",
@@ -465,7 +504,7 @@ class Scheduler:
 
     def resume(self, parked: Parked) -> None:
         """Let a parked task continue."""
-        self._parked.pop(parked.point.ordinal, None)
+        self._parked.pop(parked.ordinal, None)
         parked.held = False
         if not parked.future.done():
             parked.future.set_result(None)
@@ -681,7 +720,7 @@ class Scheduler:
 def _label(candidate: Parked | QueueSlot) -> str:
     """A candidate's stable name for labeled choice sources: its writer, or its message."""
     if isinstance(candidate, Parked):
-        return candidate.point.writer.label
+        return candidate.writer.label
     return f"msg {candidate.message.message_id}"
 
 
