@@ -20,7 +20,7 @@ from durasim.worlds import BatchResult, EventRequest, EventResult, WorldError
 from durasim.worlds._build import builder
 
 from ._faults import Faults
-from ._points import STEP, Point, Writer, step_short_name
+from ._points import STEP, Point, PointEvent, Writer, step_short_name
 from ._trace import Trace
 from ._world import Actor
 
@@ -82,21 +82,24 @@ class CallLog:
         self._built = len(history)
         return history  # type: ignore[return-value]  # all built above
 
-    def committed(self, writers: tuple[Writer, ...], result: Any, points: int) -> list[Any]:
-        """Trace the events ``result`` committed; the events.
+    def committed(
+        self, writers: tuple[Writer, ...], result: Any, points: int
+    ) -> tuple[str | None, tuple[PointEvent, ...]]:
+        """Trace the events ``result`` committed: their run and ``(type, correlation
+        id, position)`` each (``(None, ())`` when it committed none).
 
         ``points``: how many interception points had been passed (each line records it).
         """
         if isinstance(result, EventResult):
             if not result.allocated or result.event is None:
-                return []
-            events = [result.event]
+                return None, ()
+            events: Any = (result.event,)
         elif isinstance(result, BatchResult):
-            events = list(result.events)
+            events = result.events
             if not events:
-                return events
+                return None, ()
         else:
-            return []
+            return None, ()
         default = writers[0] if STEP_METADATA.get() is not None else writers[-1]
         faults = self.faults
         # Trace.event, inline (the clock does not move while the loop below runs).
@@ -104,15 +107,18 @@ class CallLog:
         clock = self.trace._clock
         at = (clock._micros - clock._epoch) / 1_000_000
         several = len(writers) > 1
+        done = []
         for event in events:
             writer = default
-            if several and event.type in _OUTCOMES and event.correlation_id:
-                name = step_short_name(event.correlation_id)
+            type_, cid = event.type._value_, event.correlation_id
+            if several and cid and type_ in _OUTCOMES:
+                name = step_short_name(cid)
                 writer = next((w for w in writers if w.kind == STEP and w.name == name), writer)
             rows.append(("event", at, "", event, writer.label, points))
             if faults.withhold_armed:
                 faults.arm_withhold(event)
-        return events
+            done.append((type_, cid, event.seq))
+        return events[0].run_id, tuple(done)
 
     def reject(
         self, seq: int, writer: Writer, call: str, types: tuple[str, ...], exc: WorldError

@@ -83,16 +83,12 @@ class Parked:
 
     __slots__ = ("_fields", "_point", "actor", "fail", "future", "held", "ordinal", "writer")
 
-    def __init__(
-        self,
-        fields: tuple[Any, ...],
-        future: asyncio.Future[None],
-        actor: Actor,
-        point: Point | None = None,
-    ) -> None:
+    def __init__(self, fields: tuple[Any, ...], actor: Actor, point: Point | None = None) -> None:
         self._fields = fields
         self._point = point
-        self.future = future
+        #: What it awaits: made when it waits (a task the scheduler lets go at once
+        #: never does); a resumed task's is done.
+        self.future: asyncio.Future[None] | None = None
         self.actor = actor
         self.held = False
         self.fail = False
@@ -186,6 +182,9 @@ class Scheduler:
         #: The code the wall-time watchdog interrupted (see _watchdog.py), if any.
         self.stuck: StuckCode | None = None
         self._parked: dict[int, Parked] = {}
+        #: The future of a task resumed before it waited (done: awaiting it goes on).
+        self._released: asyncio.Future[None] = self.loop.create_future()
+        self._released.set_result(None)
         self._watches: list[Watch] = []
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._ordinal = 0
@@ -261,13 +260,13 @@ class Scheduler:
             ):
                 await parking
             raise
-        if isinstance(result, COMMITS) and (
-            committed := self.call_log.committed(writers, result, self._ordinal)
-        ):
-            run_id = run_id or committed[0].run_id
-            types += tuple([t for e in committed if (t := e.type._value_) not in types])
-            # After the commit a point names what was committed, at its positions.
-            events = tuple([(e.type._value_, e.correlation_id, e.seq) for e in committed])
+        if isinstance(result, COMMITS):
+            first_run, committed = self.call_log.committed(writers, result, self._ordinal)
+            if committed:
+                run_id = run_id or first_run
+                types += tuple([t for t, _, _ in committed if t not in types])
+                # After the commit a point names what was committed, at its positions.
+                events = committed
         if call == "events.list" and self.faults.hidden:
             result = self.faults.stale_read(writers[0], result)
         # The after point (_pass, inline).
@@ -365,11 +364,11 @@ class Scheduler:
         if not self._watches:
             # Nobody matches it: the Point is built only if someone reads it.
             self._history.append(fields)
-            parked = Parked(fields, self.loop.create_future(), actor)
+            parked = Parked(fields, actor)
         else:
             point = make_point(fields)
             self._history.append(point)
-            parked = Parked(fields, self.loop.create_future(), actor, point)
+            parked = Parked(fields, actor, point)
             for watch in list(self._watches):
                 if not watch.match.matches(point):
                     continue
@@ -406,10 +405,12 @@ class Scheduler:
             if self._decide(parked):
                 self._parked.pop(ordinal, None)
                 return
-            if parked.future.done():
+            if parked.future is not None:
                 # A fault hit this very task as it was chosen (see _decide): it wakes
                 # through the loop, after what the fault started, as from the idle point.
                 await asyncio.sleep(0)
+        if parked.future is None:
+            parked.future = self.loop.create_future()
         try:
             await parked.future
         finally:
@@ -470,8 +471,14 @@ class Scheduler:
         self._check_wall_budget()
         if self.halted is not None:
             return False  # the idle point reports it
-        candidates = self._candidates()
-        chosen = candidates[self._choose(len(candidates), "schedule", self._labels(candidates))]
+        # _candidates() and _choose(), inline (asked at every parked point).
+        candidates: list[Parked | QueueSlot] = [p for p in self._parked.values() if not p.held]
+        if self.auto_deliver:
+            candidates.extend(self.queue.claimable())
+        if len(candidates) == 1:
+            chosen = candidates[0]
+        else:
+            chosen = candidates[self._choose(len(candidates), "schedule", self._labels(candidates))]
         if chosen is parked and self.faults.left <= 0:
             return True
         injected = len(self.faults.injected)
@@ -506,8 +513,11 @@ class Scheduler:
         """Let a parked task continue."""
         self._parked.pop(parked.ordinal, None)
         parked.held = False
-        if not parked.future.done():
-            parked.future.set_result(None)
+        future = parked.future
+        if future is None:
+            parked.future = self._released  # resumed before it waited: it will not
+        elif not future.done():
+            future.set_result(None)
 
     def parked(self) -> list[Parked]:
         """Tasks parked now, oldest first."""
