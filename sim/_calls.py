@@ -112,8 +112,16 @@ class CallLog:
             writer = default
             type_, cid = event.type._value_, event.correlation_id
             if several and cid and type_ in _OUTCOMES:
-                name = step_short_name(cid)
-                writer = next((w for w in writers if w.kind == STEP and w.name == name), writer)
+                key = (writers, cid)
+                step = _OUTCOME_WRITER.get(key, _UNSEEN)
+                if step is _UNSEEN:
+                    name = step_short_name(cid)
+                    step = next((w for w in writers if w.kind == STEP and w.name == name), None)
+                    if len(_OUTCOME_WRITER) >= 4096:
+                        _OUTCOME_WRITER.clear()
+                    _OUTCOME_WRITER[key] = step
+                if step is not None:
+                    writer = step  # type: ignore[assignment]
             rows.append(("event", at, "", event, writer.label, points))
             if faults.withhold_armed:
                 faults.arm_withhold(event)
@@ -138,6 +146,11 @@ class CallLog:
 
 
 _build_point = builder(Point)
+
+
+#: committed(): the writer of a step's outcome among a call's writers (None: the default).
+_OUTCOME_WRITER: dict[tuple[tuple[Writer, ...], str], Writer | None] = {}
+_UNSEEN = object()
 
 
 def make_point(fields: tuple[Any, ...]) -> Point:

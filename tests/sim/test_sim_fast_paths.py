@@ -15,11 +15,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from durasim.runtime.lowlevel import STEP_METADATA
-from durasim.sim._calls import describe_call, describe_write, make_point, writers_of
-from durasim.sim._points import EXTERNAL, ORCHESTRATOR, STEP, Writer
+from durasim.sim._calls import (
+    _OUTCOMES,
+    CallLog,
+    describe_call,
+    describe_write,
+    make_point,
+    writers_of,
+)
+from durasim.sim._clock import SimClock
+from durasim.sim._points import EXTERNAL, ORCHESTRATOR, STEP, Writer, step_short_name
 from durasim.sim._scheduler import Parked
+from durasim.sim._trace import Trace
 from durasim.sim._world import Actor
-from durasim.worlds import EventRequest, EventType
+from durasim.worlds import BatchResult, EventRequest, EventType
 
 _TYPES = [
     EventType.STEP_CREATED,
@@ -112,3 +121,37 @@ def test_a_parked_point_is_make_point_of_its_fields() -> None:
     assert parked.future is None
     assert parked.point == make_point(fields)
     assert parked.point is parked.point  # built once
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    writers=st.lists(bases, min_size=1, max_size=4).map(tuple),
+    picks=st.lists(st.tuples(st.sampled_from(_TYPES), st.sampled_from(_CIDS)), max_size=4),
+    meta=metas,
+)
+def test_committed_traces_each_event_under_the_plain_rules_writer(
+    writers: tuple[Writer, ...], picks: list[tuple[EventType, str | None]], meta: Any
+) -> None:
+    events = tuple(
+        types.SimpleNamespace(type=t, correlation_id=c, seq=n, run_id="run-1")
+        for n, (t, c) in enumerate(picks, 1)
+    )
+    log = CallLog(Trace(SimClock()), types.SimpleNamespace(withhold_armed=[]))  # type: ignore[arg-type]
+    token = STEP_METADATA.set(meta)
+    try:
+        for _ in range(2):  # the second time from committed's cache of writers
+            before = len(log.trace._rows)
+            run_id, done = log.committed(writers, BatchResult(events=events, run=None), 5)  # type: ignore[arg-type]
+            default = writers[0] if meta is not None else writers[-1]
+            expected = []
+            for event in events:
+                writer = default
+                if len(writers) > 1 and event.type in _OUTCOMES and event.correlation_id:
+                    name = step_short_name(event.correlation_id)
+                    writer = next((w for w in writers if w.kind == STEP and w.name == name), writer)
+                expected.append(("event", 0.0, "", event, writer.label, 5))
+            assert log.trace._rows[before:] == expected
+            assert done == tuple((e.type.value, e.correlation_id, e.seq) for e in events)
+            assert run_id == ("run-1" if events else None)
+    finally:
+        STEP_METADATA.reset(token)
