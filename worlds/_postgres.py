@@ -441,7 +441,9 @@ class PostgresWorld:
         conflicts = 0
         backoff = 0.02
         while True:
-            pool = await self._ready()
+            pool = self._pool
+            if pool is None or self._loop is not asyncio.get_running_loop():
+                pool = await self._ready()
             committing = False
             result: T | None = None  # stays None in single mode (see the docstring)
             try:
