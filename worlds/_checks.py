@@ -191,6 +191,8 @@ def event_time(now: datetime, occurred_at: object, *, in_band: bool) -> datetime
         raise InvalidRequest("occurred_at is for in-band writes only: pass in_band=True")
     if not isinstance(occurred_at, datetime) or occurred_at.tzinfo is None:
         raise InvalidRequest(f"occurred_at must be an aware datetime, got {occurred_at!r}")
+    if occurred_at is now:  # a writer on the World's clock, at this very moment
+        return now
     if occurred_at > now + MAX_CLOCK_SKEW:
         raise InvalidRequest(
             f"occurred_at {occurred_at.isoformat()} is more than {MAX_CLOCK_SKEW} ahead of the "

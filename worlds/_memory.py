@@ -429,7 +429,10 @@ class _Events(_Facet):
         checked = []
         for r in requests:
             checked.append(r if type(r) is EventRequest and r._validated else check_request(r))
-        record = w._record(run_id)
+        # w._record(run_id), its common case inlined (it raises for any other)
+        record = w._runs.get(run_id) if type(run_id) is str else None
+        if record is None or record.state.run is None:
+            record = w._record(run_id)
         assert record.view is not None
         plan = plan_batch(
             record.view,
@@ -440,7 +443,13 @@ class _Events(_Facet):
             expected_seq_in_band=expected_seq_in_band,
             expected_seq=expected_seq,
         )
-        unseen = w._unseen(run_id, seen_seq, plan.before)
+        # w._unseen(...), its common case inlined: a writer that has seen the whole log
+        before = plan.before
+        unseen = (
+            ()
+            if seen_seq is None or (type(seen_seq) is int and seen_seq >= before.seq)
+            else w._unseen(run_id, seen_seq, before)
+        )
         w._store(run_id, plan)
         return _batch_result(events=tuple(plan.events), run=plan.run, unseen=unseen)
 
