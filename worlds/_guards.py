@@ -73,6 +73,7 @@ T = Types
 # every value is already of its field's type, so the ``data`` converter has nothing to do.
 _event = builder(Event)
 _snapshot = builder(Snapshot)
+_new_step = builder(StepRecord)
 
 # Sets, not tuples: ``kind in (A, B)`` falls back to str.__eq__ per member.
 _CREATIONS = frozenset({T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED})
@@ -520,7 +521,19 @@ def _plan_outcome_and_start(
         if started.data._items
         else _owned({"attempt": 1}),  # _attempt_first(started.data, 1), inlined
     )
-    step = created_running(event, start)
+    # created_running(event, start), inlined
+    step = _new_step(
+        run_id=run_id,
+        step_id=new_cid,
+        step_name=created.data._items["step_name"],
+        status=StepStatuses.RUNNING,
+        input=created.data._items["input"],
+        attempt=1,
+        inline=created.data._items.get("inline", False),
+        created_at=at,
+        updated_at=at,
+        started_at=at,
+    )
     steps[new_cid] = step
     events.append(event)
     events.append(start)
@@ -809,7 +822,10 @@ def plan_batch(
         _check_expected_seq(run_id, before, expected_seq)
     if common:
         _plan_outcome_and_start(view, plan, requests, at, in_band)
-        _close(plan, in_band=in_band)
+        # _close(plan, in_band=in_band), inlined: three events added
+        plan.after = _snapshot(
+            seq=before.seq + 3, seq_in_band=before.seq_in_band + (3 if in_band else 0)
+        )
         return plan
     overlay = _Overlay(view, plan)
     events = plan.events
