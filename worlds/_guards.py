@@ -74,6 +74,7 @@ T = Types
 _event = builder(Event)
 _snapshot = builder(Snapshot)
 _new_step = builder(StepRecord)
+_new_payload = Payload.__new__
 
 # Sets, not tuples: ``kind in (A, B)`` falls back to str.__eq__ per member.
 _CREATIONS = frozenset({T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED})
@@ -510,6 +511,13 @@ def _plan_outcome_and_start(
         in_band=in_band,
         data=created.data,
     )
+    if started.data._items:  # _attempt_first(started.data, 1), inlined
+        attempt = started.data.first("attempt", 1)
+    else:  # _owned({"attempt": 1}), inlined
+        items = {"attempt": 1}
+        attempt = _new_payload(Payload)
+        attempt._items = items
+        attempt.get = items.get  # type: ignore[method-assign,assignment]
     start = _event(
         run_id=run_id,
         seq=seq + 2,
@@ -517,9 +525,7 @@ def _plan_outcome_and_start(
         created_at=at,
         correlation_id=new_cid,
         in_band=in_band,
-        data=started.data.first("attempt", 1)
-        if started.data._items
-        else _owned({"attempt": 1}),  # _attempt_first(started.data, 1), inlined
+        data=attempt,
     )
     # created_running(event, start), inlined
     step = _new_step(
@@ -810,8 +816,19 @@ def plan_batch(
                 run_id=run_id,
             )
         entities[cid] = request.type
-    plan = _start_plan(view, run_id)
-    before = plan.before
+    if common:  # _start_plan(view, run_id), inlined
+        run = view.run()
+        if run is None:
+            raise RunNotFound(
+                f"run {run_id!r} does not exist: create it with run_created first", run_id=run_id
+            )
+        before = view.counters()
+        plan = _new_plan(
+            run=run, before=before, after=before, events=[], steps={}, hooks={}, waits={}
+        )
+    else:
+        plan = _start_plan(view, run_id)
+        before = plan.before
     # An in-band write at the very count it expects passes both checks (an int equal
     # to a count is a non-negative int): only any other one is checked in full.
     if not (
