@@ -136,6 +136,8 @@ class _Direct(psycopg.AsyncConnection[tuple[Any, ...]]):
         loop = asyncio.get_running_loop()
         if timeout is not None or (self._watched is not None and self._watched is not loop):
             self.unwatch()
+            if timeout is None:  # psycopg 3.2's wait has no timeout parameter
+                return await super().wait(gen, interval)
             return await super().wait(gen, interval, timeout)
         try:
             state = next(gen)
