@@ -436,13 +436,31 @@ def _first_difference(first: str, second: str) -> str:
 
 _REJECTED = re.compile(r"^!!.*? [a-z_]+\.[a-z_]+(?: \([^)]*\))? (\w+): ")
 
+#: What ``str.splitlines`` ends a line at.
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_END = re.compile(f"[{_BREAKS}]")
+#: ``_REJECTED`` without its ``^``: matched at a line's start inside the trace.
+_REJECTED_AT = re.compile(_REJECTED.pattern.removeprefix("^"))
+
 
 def _rejections(trace: str) -> list[str]:
+    """The error type of every line that starts with ``!!`` (a refused World call).
+
+    Found without splitting the trace into lines: only where ``!!`` occurs is a
+    line looked at (it starts at the text's start or after a break, and ends
+    before the next break, as ``str.splitlines`` has it).
+    """
     found = []
-    for line in trace.splitlines():
-        if line.startswith("!!"):
-            match = _REJECTED.match(line)
-            found.append(match.group(1) if match else "?")
+    at = trace.find("!!")
+    while at >= 0:
+        if at and trace[at - 1] not in _BREAKS:
+            at = trace.find("!!", at + 1)
+            continue
+        end = _LINE_END.search(trace, at)
+        stop = end.start() if end is not None else len(trace)
+        match = _REJECTED_AT.match(trace, at, stop)
+        found.append(match.group(1) if match else "?")
+        at = trace.find("!!", stop)
     return found
 
 
