@@ -41,7 +41,6 @@ from ._hooks import HookConflict, HookState, new_token
 from ._loop import WorkflowFuture, WorkflowLoop
 from ._metadata import WORKFLOW_METADATA, WorkflowMetadata
 from ._patches import PATCH_ATTR, PATCH_PREFIX
-from ._payloads import RECORD_TYPES as _RECORD_TYPES
 from ._payloads import RunPayloads
 from ._sandbox_check import check_workflow
 from ._signals import CANCEL_ATTR
@@ -316,8 +315,7 @@ class Replay:
                 seq=event.seq,
             )
         self.consumed = event.seq
-        if event.type in _RECORD_TYPES:
-            self.payloads.note(event)
+        # (The handler of an event that carries a record notes it first: _RECORD_TYPES.)
         at = event.created_at
         if at is not self._time_of:  # a batch's events share their time
             self._time_of = at
@@ -412,10 +410,8 @@ class Replay:
         # same way on every replay, and the caller's objects are never shared
         # with the step (pass by value).  Frozen values already stored are
         # written by reference (same bytes on every replay: see _payloads).
-        data = self.payloads.encode_step_input(
-            correlation_id,
-            {"args": list(args), "kwargs": kwargs, "closure": closure},
-            root=f"{definition.name}(...)",
+        data = self.payloads.encode_step_call(
+            correlation_id, args, kwargs, closure, step_name=definition.name
         )
         self._order += 1
         state = StepState(
@@ -634,17 +630,24 @@ class Replay:
     def _on_structural(self, event: Event) -> None:
         return None
 
+    def _on_noted(self, event: Event) -> None:
+        """An event whose record is all the replay takes from it (``run_created``)."""
+        self.payloads.note(event)
+
     def _on_step_created(self, event: Event) -> None:
-        state = self.steps.get(event.correlation_id or "") or self._step(event)
+        key = event.correlation_id or ""
+        get = event.data.get
+        recorded = get("input")
+        self.payloads.note_step_input(key, recorded)
+        state = self.steps.get(key) or self._step(event)
         if state.created:
             return  # a second creation is refused by the World; inert if seen
-        name = event.data.get("step_name")
-        if name != state.definition.step_id:
+        definition = state.definition
+        if get("step_name") != definition.step_id:
             raise self._diverged(
-                event, f"the workflow calls step {state.definition.step_id!r} under that id"
+                event, f"the workflow calls step {definition.step_id!r} under that id"
             )
-        recorded = event.data.get("input")
-        if state.definition.check_input and recorded != state.input:
+        if recorded != state.input and definition.check_input:
             self._check_payload(
                 event,
                 f"the input of step {state.definition.name} ({state.correlation_id})",
@@ -657,9 +660,9 @@ class Replay:
             state.input = recorded  # every execution runs with what the log holds
         state.created = True
         state.created_seq = event.seq
-        state.inline = bool(event.data.get("inline", True))
-        self._uncreated.pop(state.correlation_id, None)
-        self._open_steps[state.correlation_id] = state
+        state.inline = bool(get("inline", True))
+        self._uncreated.pop(key, None)
+        self._open_steps[key] = state
 
     def _on_step_started(self, event: Event) -> None:
         state = self.steps.get(event.correlation_id or "") or self._step(event)
@@ -671,6 +674,23 @@ class Replay:
     def _on_step_retrying(self, event: Event) -> None:
         state = self._step(event)
         state.retry_after = event.data.get("retry_after")
+
+    def _on_step_completed(self, event: Event) -> None:
+        key, data = f"@{event.seq}", event.data.get("result")
+        payloads = self.payloads
+        payloads.note_record(key, data)
+        state = self.steps.get(event.correlation_id or "") or self._step(event)
+        if state.done:
+            return  # first outcome in log order wins; later ones are inert
+        state.done = True
+        self._open_steps.pop(state.correlation_id, None)
+        future = state.future
+        if future.cancelled():
+            return
+        if type(data) is bytes:
+            future.set_result(payloads.decode_record(key, data))
+        else:
+            future.set_result(payloads.decode_event(event))
 
     def _on_step_outcome(self, event: Event) -> None:
         state = self.steps.get(event.correlation_id or "") or self._step(event)
@@ -741,6 +761,7 @@ class Replay:
                 waiter.set_exception(error or RuntimeError("hook conflict"))
 
     def _on_hook_received(self, event: Event) -> None:
+        self.payloads.note(event)
         state = self._hook(event)
         try:
             payload: Any = self.payloads.decode_event(event)
@@ -892,7 +913,7 @@ _NUMBERED = frozenset({Types.HOOK_CREATED, Types.HOOK_CONFLICT, Types.WAIT_CREAT
 _PRELOADED = _HOOK_BIRTHS | _NUMBERED | {Types.ATTR_SET}
 
 _HANDLERS: dict[EventType, Callable[[Replay, Event], None]] = {
-    Types.RUN_CREATED: Replay._on_structural,
+    Types.RUN_CREATED: Replay._on_noted,
     Types.RUN_STARTED: Replay._on_structural,
     Types.NOOP: Replay._on_structural,
     # The run's end: nothing is waiting for it (a cancel reaches the workflow in part 2).
@@ -902,7 +923,7 @@ _HANDLERS: dict[EventType, Callable[[Replay, Event], None]] = {
     Types.STEP_CREATED: Replay._on_step_created,
     Types.STEP_STARTED: Replay._on_step_started,
     Types.STEP_RETRYING: Replay._on_step_retrying,
-    Types.STEP_COMPLETED: Replay._on_step_outcome,
+    Types.STEP_COMPLETED: Replay._on_step_completed,
     Types.STEP_FAILED: Replay._on_step_outcome,
     Types.HOOK_CREATED: Replay._on_hook_created,
     Types.HOOK_CONFLICT: Replay._on_hook_conflict,

@@ -215,12 +215,19 @@ async def _execute_step(
                 request=EventRequest.of("step_completed", correlation_id, result=seeded)
             )
     try:
-        payload = loads_plain(input)  # the common input, JSON scalars: no codec needed
-        if payload is NOT_PLAIN:
-            payload = decode_payload(input, payloads, record=correlation_id)
-        args, kwargs = list(payload["args"]), dict(payload["kwargs"])
-        closure = payload.get("closure") or {}
-        fn = with_closure(definition.fn, closure) if closure else definition.fn
+        # The call this process's replay just encoded, when the log holds its bytes:
+        # its scalars are what decoding them gives.
+        call = payloads.plain_call_of(correlation_id, input) if payloads is not None else None
+        if call is not None:
+            args, kwargs = list(call[0]), dict(call[1])
+            fn = definition.fn
+        else:
+            payload = loads_plain(input)  # the common input, JSON scalars: no codec needed
+            if payload is NOT_PLAIN:
+                payload = decode_payload(input, payloads, record=correlation_id)
+            args, kwargs = list(payload["args"]), dict(payload["kwargs"])
+            closure = payload.get("closure") or {}
+            fn = with_closure(definition.fn, closure) if closure else definition.fn
     except (SerializationError, KeyError, TypeError) as exc:
         error = FatalError(f"step input cannot be decoded: {exc}")
         return _failed(correlation_id, error, _Attempt(definition, workflow.run_id, attempt))

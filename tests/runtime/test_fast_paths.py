@@ -1,0 +1,165 @@
+"""The per-step fast paths write and read exactly what the general paths do.
+
+* a step call of JSON scalars is encoded by ``plain_call`` (no dict, no walk):
+  the same bytes as the general encoder, the same record bookkeeping;
+* a step body whose recorded input is the very call this replay encoded takes
+  the call's scalars instead of decoding them: the values are those decoding
+  would give;
+* ``Replay.deliver`` leaves noting an event's record to its handler: every
+  event type that carries a record has a handler that notes it;
+* the routing of ``asyncio.wait`` while workflow code runs restores the very
+  objects it replaced, also around nested and threaded runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from durasim.runtime import _loop, _replay
+from durasim.runtime._payloads import RECORD_TYPES
+from durasim.runtime.lowlevel import RunPayloads
+from durasim.runtime.serialization import SerializationError, deserialize
+from durasim.runtime.serialization._api import plain_call
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**60), max_value=2**60),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(),
+)
+values = st.one_of(scalars, st.lists(scalars, max_size=3), st.tuples(scalars))
+names = st.text(min_size=1).filter(lambda s: s.isidentifier())
+
+
+def _general(correlation_id: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+    payloads = RunPayloads()
+    value = {"args": list(args), "kwargs": kwargs, "closure": {}}
+    return payloads.encode_step_input(correlation_id, value, root="f(...)")
+
+
+@settings(max_examples=300, deadline=None)
+@given(args=st.lists(values, max_size=4), kwargs=st.dictionaries(names, values, max_size=3))
+def test_a_step_call_encodes_as_the_general_path_does(
+    args: list[Any], kwargs: dict[str, Any]
+) -> None:
+    try:
+        expected: bytes | None = _general("f#1", tuple(args), dict(kwargs))
+    except SerializationError:
+        expected = None
+    payloads = RunPayloads()
+    try:
+        got: bytes | None = payloads.encode_step_call(
+            "f#1", tuple(args), dict(kwargs), {}, step_name="f"
+        )
+    except SerializationError:
+        got = None
+    assert got == expected
+    fast = plain_call(tuple(args), kwargs)
+    if fast is not None:
+        assert fast == expected
+        decoded = deserialize(fast)
+        assert decoded == {"args": list(args), "kwargs": kwargs, "closure": {}} or any(
+            isinstance(v, float) and math.isnan(v) for v in [*args, *kwargs.values()]
+        )
+    if got is not None:
+        # Either way the record is taken: encoding it again is refused.
+        with pytest.raises(SerializationError, match="already encoded"):
+            payloads.encode_step_call("f#1", tuple(args), dict(kwargs), {}, step_name="f")
+
+
+def test_a_closure_or_a_shared_empty_dict_takes_the_general_path() -> None:
+    shared: dict[str, Any] = {}
+    assert _general("f#1", (1,), shared) == RunPayloads().encode_step_call(
+        "f#1", (1,), {}, {}, step_name="f"
+    )
+    general = RunPayloads().encode_step_input(
+        "f#1", {"args": [1], "kwargs": shared, "closure": shared}, root="f(...)"
+    )
+    assert RunPayloads().encode_step_call("f#1", (1,), shared, shared, step_name="f") == general
+    closure = {"x": 2}
+    assert RunPayloads().encode_step_call(
+        "f#1", (1,), {}, closure, step_name="f"
+    ) == RunPayloads().encode_step_input(
+        "f#1", {"args": [1], "kwargs": {}, "closure": closure}, root="f(...)"
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(args=st.lists(scalars, max_size=4), kwargs=st.dictionaries(names, scalars, max_size=3))
+def test_a_step_body_gets_what_decoding_its_input_gives(
+    args: list[Any], kwargs: dict[str, Any]
+) -> None:
+    payloads = RunPayloads()
+    try:
+        data = payloads.encode_step_call("f#1", tuple(args), dict(kwargs), {}, step_name="f")
+    except SerializationError:
+        return
+    call = payloads.plain_call_of("f#1", data)
+    decoded = RunPayloads().decode(data, record="f#1")
+    if call is None:
+        return
+    got_args, got_kwargs = call
+    assert repr(list(got_args)) == repr(decoded["args"])
+    assert repr(dict(got_kwargs)) == repr(decoded["kwargs"])
+    assert decoded["closure"] == {}
+    # Taken once: a second attempt decodes the recorded bytes again.
+    assert payloads.plain_call_of("f#1", data) is None
+
+
+def test_other_recorded_bytes_are_decoded() -> None:
+    payloads = RunPayloads()
+    payloads.encode_step_call("f#1", (1, 2), {}, {}, step_name="f")
+    other = RunPayloads().encode_step_call("f#1", (1, 3), {}, {}, step_name="f")
+    assert payloads.plain_call_of("f#1", other) is None
+    assert payloads.plain_call_of("g#1", other) is None
+
+
+def test_every_record_type_is_noted_by_its_handler() -> None:
+    noting = {
+        _replay.Replay._on_noted,
+        _replay.Replay._on_step_created,
+        _replay.Replay._on_step_completed,
+        _replay.Replay._on_hook_received,
+    }
+    for event_type in RECORD_TYPES:
+        assert _replay._HANDLERS[event_type] in noting, event_type
+    for event_type, handler in _replay._HANDLERS.items():
+        if handler in noting:
+            assert event_type in RECORD_TYPES, event_type
+
+
+def test_routes_restore_what_they_replaced() -> None:
+    stdlib_wait, stdlib_as_completed = asyncio.wait, asyncio.as_completed
+    routes = _loop._routes
+    routes.enter()
+    try:
+        assert asyncio.wait is not stdlib_wait
+        assert asyncio.tasks.wait is not stdlib_wait
+        routes.enter()  # nested: still routed after the inner exit
+        routes.exit()
+        assert asyncio.wait is not stdlib_wait
+    finally:
+        routes.exit()
+    assert asyncio.wait is stdlib_wait
+    assert asyncio.tasks.wait is stdlib_wait
+    assert asyncio.as_completed is stdlib_as_completed
+    assert asyncio.tasks.as_completed is stdlib_as_completed
+
+
+def test_a_route_on_an_object_that_is_no_module() -> None:
+    class Holder:
+        value = "original"
+
+    routes = _loop._Routes()
+    routes.add(Holder, "value", "routed")
+    routes.enter()
+    assert Holder.value == "routed"
+    routes.exit()
+    assert Holder.value == "original"
