@@ -80,6 +80,21 @@ class RunDeterminism:
                 self._active = active
         return active
 
+    def run(self, body: Callable[[], object]) -> None:
+        """Call ``body`` with this run's clock and randomness the thread's.
+
+        What ``with self.active(): body()`` does, in one call (the replay runs
+        workflow code this way once per event delivered).
+        """
+        if not _installed:
+            _install_once()
+        previous = _state.run
+        _state.run = self
+        try:
+            body()
+        finally:
+            _state.run = previous
+
 
 class _Active:
     """The context manager :meth:`RunDeterminism.active` returns (a class: it runs often)."""

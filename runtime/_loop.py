@@ -23,6 +23,7 @@ import collections
 import contextvars
 import functools
 import itertools
+import sys
 import threading
 import types
 from asyncio import events
@@ -124,6 +125,16 @@ def route_while_running(owner: Any, name: str, replacement: object) -> None:
 
 _future_init = asyncio.Future.__init__
 
+#: ``asyncio.current_task(loop)`` for a given loop.  On Python 3.11 that function is
+#: written in Python and returns ``_current_tasks.get(loop)``: that dict's own ``get``
+#: then, a frame less per run of workflow code (later versions: the function itself).
+_tasks_by_loop = getattr(asyncio.tasks, "_current_tasks", None)
+_current_task: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None] = (
+    _tasks_by_loop.get
+    if sys.version_info < (3, 12) and type(_tasks_by_loop) is dict
+    else asyncio.current_task
+)
+
 
 class WorkflowFuture(asyncio.Future[T]):
     """A future whose hash is its creation number on its loop (deterministic set order)."""
@@ -207,7 +218,7 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         # The task of the loop we run inside (a worker's delivery) steps aside while
         # ours run: from Python 3.14 a thread has one running task, and entering a
         # workflow task while the outer one is current is refused.
-        outer_task = asyncio.current_task(outer) if outer is not None else None
+        outer_task = _current_task(outer) if outer is not None else None
         if outer is not None and outer_task is not None:
             asyncio.tasks._leave_task(outer, outer_task)
         previous = getattr(_state, "loop", None)

@@ -244,11 +244,15 @@ class Replay:
         got the first time (it may have passed it to a step or a sender) before
         the ``hook_created`` event is delivered.
         """
+        horizon = self.horizon
         for event in events:
-            if event.type not in _NOT_PROGRESS and event.seq > self.horizon:
-                self.horizon = event.seq
-            if event.type not in _PRELOADED:
-                continue  # a step's or a run's event: nothing below applies
+            kind = event.type
+            if kind not in _PRELOADED:  # a step's or a run's event: only its position
+                if kind not in _NOT_PROGRESS and event.seq > horizon:
+                    horizon = self.horizon = event.seq
+                continue
+            if event.seq > horizon:  # (no event read below is in _NOT_PROGRESS)
+                horizon = self.horizon = event.seq
             if event.type is Types.ATTR_SET and (event.correlation_id or "").startswith(
                 PATCH_PREFIX
             ):
@@ -264,11 +268,24 @@ class Replay:
         """Events just committed: learn what :meth:`preload` learns, deliver the new ones.
 
         Those already consumed were delivered ahead of their commit (run-ahead).
+        The others are what :meth:`deliver` does with them: an event next in line,
+        at the moment the loop's clock already shows, with a handler, goes to its
+        handler here (a batch the runtime just wrote: a frame less per event);
+        anything else goes through :meth:`deliver` itself, which judges it.
         """
         self.preload(events)
         for event in events:
-            if event.seq > self.consumed:
+            seq = event.seq
+            if seq <= self.consumed:
+                continue
+            handler = _HANDLERS.get(event.type)
+            if handler is None or seq != self.consumed + 1 or event.created_at is not self._time_of:
                 self.deliver(event)
+                continue
+            self.consumed = seq
+            handler(self, event)
+            if self._ready:
+                self._run()
 
     def begin(self) -> None:
         """Decode the input, start the workflow and run it until it waits."""
@@ -331,8 +348,7 @@ class Replay:
         """Run the workflow until it waits (callers check that something is ready)."""
         # Measured outside the sandbox: inside it, perf_counter is the run's clock.
         began = wall_perf_counter()
-        with self.determinism.active():
-            self.loop.run_ready()
+        self.determinism.run(self.loop.run_ready)
         self.busy_seconds += wall_perf_counter() - began
 
     # -- outcome ------------------------------------------------------------------------

@@ -17,15 +17,20 @@ import asyncio
 import math
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from durasim.runtime import _loop, _replay
+from durasim.runtime import Worker, _loop, _replay, start, step, workflow
+from durasim.runtime._authoring import find_workflow
+from durasim.runtime._errors import ReplayDivergence
 from durasim.runtime._payloads import RECORD_TYPES
+from durasim.runtime._replay import Replay
 from durasim.runtime.lowlevel import RunPayloads
 from durasim.runtime.serialization import SerializationError, deserialize
 from durasim.runtime.serialization._api import plain_call
+from durasim.worlds import RUN_TERMINAL_TYPES, Event, FixedClock, MemoryWorld, Payload, Types
 
 scalars = st.one_of(
     st.none(),
@@ -163,3 +168,111 @@ def test_a_route_on_an_object_that_is_no_module() -> None:
     assert Holder.value == "routed"
     routes.exit()
     assert Holder.value == "original"
+
+
+@step
+def _double(n: int) -> int:
+    return 2 * n
+
+
+@workflow
+async def _doubles(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += await _double(i)
+    return total
+
+
+def _replay_of(events: list[Event]) -> Replay:
+    created = events[0]
+    replay = Replay(
+        find_workflow(created.data["workflow_name"]),
+        run_id=created.run_id,
+        input=created.data["input"],
+        started_at=events[1].created_at,
+    )
+    replay.preload(events)
+    replay.begin()
+    return replay
+
+
+def _logged() -> list[Event]:
+    async def go() -> list[Event]:
+        world = MemoryWorld(clock=FixedClock())
+        run = await start(_doubles, 4, world=world)
+        assert await Worker(world).run_until_complete(run) == 12
+        return list(await run.events())
+
+    return asyncio.run(go())
+
+
+def _batches(events: list[Event]) -> list[list[Event]]:
+    """The log cut where the time changes (a run-ahead batch shares its time)."""
+    batches: list[list[Event]] = []
+    for event in events:
+        if batches and batches[-1][-1].created_at == event.created_at:
+            batches[-1].append(event)
+        else:
+            batches.append([event])
+    return batches
+
+
+def test_take_feeds_a_log_as_deliver_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    events = _logged()
+    body = [e for e in events if e.type not in RUN_TERMINAL_TYPES]
+    by_deliver = _replay_of(events)
+    for event in body:
+        by_deliver.deliver(event)
+    by_take = _replay_of(events)
+    # The run-ahead batches share their moment (one object): their new events go
+    # straight to their handlers, not through deliver.
+    delivered: list[Event] = []
+    monkeypatch.setattr(
+        by_take, "deliver", lambda e: (delivered.append(e), Replay.deliver(by_take, e))
+    )
+    for batch in _batches(body):
+        by_take.take(batch)
+        by_take.take(batch)  # a second time: nothing new
+    assert by_take.consumed == by_deliver.consumed == len(body)
+    assert by_take.outcome() == by_deliver.outcome() == (True, 12)
+    assert by_take.new_commands() == by_deliver.new_commands() == []
+    assert len(delivered) < len(body) / 2
+
+
+def _feed(replay: Replay, how: str, events: list[Event]) -> None:
+    """The last of ``events`` by ``deliver``, or all of them by ``take``."""
+    if how == "deliver":
+        replay.deliver(events[-1])
+    else:
+        replay.take(events)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"step_name": "step//elsewhere//other"},
+        {"input": RunPayloads().encode_step_call("x#1", (7,), {}, {}, step_name="x")},
+    ],
+)
+def test_take_judges_a_changed_event_as_deliver_does(change: dict[str, Any]) -> None:
+    events = _logged()
+    at = next(i for i, e in enumerate(events) if e.type is Types.STEP_CREATED and i > 3)
+    tampered = attrs.evolve(events[at], data=Payload({**events[at].data, **change}))
+    messages = []
+    for feed in ("deliver", "take"):
+        replay = _replay_of(events)
+        for event in events[:at]:
+            replay.deliver(event)
+        with pytest.raises(ReplayDivergence) as caught:
+            _feed(replay, feed, [events[at - 1], tampered])
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+
+
+def test_take_refuses_a_hole() -> None:
+    events = _logged()
+    replay = _replay_of(events)
+    for event in events[:3]:
+        replay.deliver(event)
+    with pytest.raises(ReplayDivergence, match="with a hole"):
+        replay.take(events[4:6])
