@@ -388,7 +388,7 @@ class RunDelivery:
             await self.write_outcome(request)
             writer.stale = True  # the replay saw the outcome at a position it may not have
             return False
-        if not written or written[0] != provisional:
+        if not written or not _same_event(written[0], provisional):
             writer.stale = True
             return False
         if requests[-1].type is Types.RUN_FAILED:
@@ -479,6 +479,24 @@ class RunDelivery:
             EventRequest.of("run_failed", error=error_bytes(error), error_code=code)
         )
         _log_run_failed(self.writer.run_id, error, code)
+
+
+def _same_event(event: Event, expected: Event) -> bool:
+    """``event == expected``, field by field, the payload last and by identity first.
+
+    (What ``Event.__eq__`` compares, without its two tuples; the World usually
+    stores the very payload the request carried.)
+    """
+    return event is expected or (
+        event.__class__ is expected.__class__
+        and event.seq == expected.seq
+        and event.type is expected.type
+        and event.created_at == expected.created_at
+        and event.correlation_id == expected.correlation_id
+        and event.run_id == expected.run_id
+        and event.in_band == expected.in_band
+        and (event.data is expected.data or event.data == expected.data)
+    )
 
 
 def _log_run_failed(run_id: str, error: object, code: str) -> None:

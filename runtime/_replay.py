@@ -216,6 +216,8 @@ class Replay:
         self._legacy_ids = False  # the log numbers hooks and timers per run (hook#<n>)
         self._order = 0
         self._task: asyncio.Task[Any] | None = None
+        #: Whether the workflow function returned or raised (kept by :meth:`_run`).
+        self.done = False
         self._uncreated: dict[str, StepState | WaitState | HookState | _Pending] = {}
         self.hooks: dict[str, HookState] = {}
         self._recorded_tokens: dict[str, str] = {}
@@ -348,15 +350,15 @@ class Replay:
         """Run the workflow until it waits (callers check that something is ready)."""
         # Measured outside the sandbox: inside it, perf_counter is the run's clock.
         began = wall_perf_counter()
-        self.determinism.run(self.loop.run_ready)
+        try:
+            self.determinism.run(self.loop.run_ready)
+        finally:
+            # Only running the loop ends the workflow's task.
+            task = self._task
+            self.done = task is not None and task.done()
         self.busy_seconds += wall_perf_counter() - began
 
     # -- outcome ------------------------------------------------------------------------
-
-    @property
-    def done(self) -> bool:
-        """Whether the workflow function returned or raised."""
-        return self._task is not None and self._task.done()
 
     def outcome(self) -> tuple[bool, Any]:
         """``(True, value)`` if the workflow returned, ``(False, exception)`` if it raised."""

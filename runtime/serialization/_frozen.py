@@ -132,7 +132,8 @@ class FrozenValues:
         Raises:
             SerializationError: ``record`` was used before.
         """
-        self._check_new(record)
+        if record in self._loaded:
+            self._check_new(record)  # raises
         self._loaded.add(record)
 
     def deserialize(self, data: bytes | bytearray | memoryview, *, record: str | None) -> Any:

@@ -276,3 +276,38 @@ def test_take_refuses_a_hole() -> None:
         replay.deliver(event)
     with pytest.raises(ReplayDivergence, match="with a hole"):
         replay.take(events[4:6])
+
+
+def test_the_run_ahead_compares_events_as_their_equality_does() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from durasim.runtime._delivery import _same_event
+
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    base = Event(
+        run_id="r",
+        seq=3,
+        type=Types.STEP_COMPLETED,
+        created_at=at,
+        correlation_id="s#1",
+        in_band=True,
+        data=Payload({"result": b"dj1:j1"}),
+    )
+    changes: list[dict[str, Any]] = [
+        {},
+        {"run_id": "q"},
+        {"seq": 4},
+        {"type": Types.STEP_FAILED},
+        {"created_at": at + timedelta(microseconds=1)},
+        {"created_at": datetime(2024, 1, 1, tzinfo=UTC)},  # equal, not the same object
+        {"correlation_id": "s#2"},
+        {"correlation_id": None},
+        {"in_band": False},
+        {"data": Payload({"result": b"dj1:j2"})},
+        {"data": Payload({"result": b"dj1:j1"})},  # equal, not the same object
+        {"data": Payload({"result": b"dj1:j1", "extra": 1})},
+    ]
+    for change in changes:
+        other = attrs.evolve(base, **change)
+        assert _same_event(other, base) == (other == base), change
+        assert _same_event(base, base)
