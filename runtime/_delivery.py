@@ -364,6 +364,10 @@ class RunDelivery:
         done = replay.done
         if done:
             requests.append(_terminal_request(replay))
+        elif (step := replay.single_new_step()) is not None:
+            # The commonest case: the workflow called its next step, nothing else.
+            created, queued = _creations([step], limits.inline_steps, limits)
+            requests += created
         else:
             # Only what may share a batch rides along; a hook or an attribute change
             # (and everything after it) is written by the main loop, alone.
@@ -543,18 +547,21 @@ def _single_request(
 
 
 def _creations(
-    commands: list[StepCommand | WaitCommand], capacity: int, limits: Limits
+    commands: list[StepCommand | WaitCommand] | list[StepState],
+    capacity: int,
+    limits: Limits,
 ) -> tuple[list[EventRequest], list[str]]:
     """The writes that create ``commands``, and the steps among them to queue.
 
     Up to ``capacity`` new steps are born running (``step_started`` in the same
     batch) for this delivery to run inline; with ``queue_steps`` the others go
-    to the queue, else they wait here for a free slot.
+    to the queue, else they wait here for a free slot.  A step is given by its
+    command or by the replay's state of it (the same three fields).
     """
     requests: list[EventRequest] = []
     queued: list[str] = []
     for command in commands:
-        if not isinstance(command, StepCommand):
+        if isinstance(command, WaitCommand):
             requests.append(_request(command))
         elif capacity > 0:
             requests.append(_request(command))
@@ -581,13 +588,15 @@ async def _dispatch(
         )
 
 
-def _request(command: StepCommand | WaitCommand, *, inline: bool = True) -> EventRequest:
-    if isinstance(command, StepCommand):
-        return EventRequest.of(
-            "step_created",
-            command.correlation_id,
-            step_name=command.definition.step_id,
-            input=command.input,
-            inline=inline,
-        )
-    return EventRequest.of("wait_created", command.correlation_id, resume_at=command.resume_at)
+def _request(
+    command: StepCommand | WaitCommand | StepState, *, inline: bool = True
+) -> EventRequest:
+    if isinstance(command, WaitCommand):
+        return EventRequest.of("wait_created", command.correlation_id, resume_at=command.resume_at)
+    return EventRequest.of(
+        "step_created",
+        command.correlation_id,
+        step_name=command.definition.step_id,
+        input=command.input,
+        inline=inline,
+    )

@@ -401,6 +401,19 @@ class Replay:
                 commands.append(state.command)
         return commands
 
+    def single_new_step(self) -> StepState | None:
+        """The step call that is the only new command, if so (else ``None``).
+
+        When it returns a state, :meth:`new_commands` is that one step's command
+        (the same correlation id, definition and input), without building it.
+        """
+        if len(self._uncreated) != 1:
+            return None
+        for state in self._uncreated.values():
+            if type(state) is StepState and not state.future.cancelled():
+                return state
+        return None
+
     def open_steps(self) -> list[StepState]:
         """Steps in the log without an outcome, in creation order."""
         return list(self._open_steps.values())

@@ -311,3 +311,20 @@ def test_the_run_ahead_compares_events_as_their_equality_does() -> None:
         other = attrs.evolve(base, **change)
         assert _same_event(other, base) == (other == base), change
         assert _same_event(base, base)
+
+
+def test_the_single_new_step_is_what_new_commands_holds() -> None:
+    from durasim.runtime._replay import StepCommand
+
+    events = _logged()
+    replay = _replay_of(events)
+    seen = 0
+    for event in [e for e in events if e.type not in RUN_TERMINAL_TYPES]:
+        replay.deliver(event)
+        state = replay.single_new_step()
+        if state is not None:
+            seen += 1
+            assert replay.new_commands() == [
+                StepCommand(state.correlation_id, state.definition, state.input)
+            ]
+    assert seen >= 4
