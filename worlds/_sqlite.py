@@ -50,7 +50,7 @@ from ._known import KnownRuns
 from ._sqlite_facets import _Events, _Hooks, _Runs, _Steps, _Waits
 from ._sqlite_queue import SQLiteQueue, SQLiteStreams
 from ._sqlite_view import _AssumedWrong
-from ._time import Clock, IdSource, RandomIds, SystemClock
+from ._time import Clock, IdSource, RandomIds, SystemClock, to_micros
 
 __all__ = ["SQLiteWorld"]
 
@@ -490,14 +490,19 @@ class SQLiteWorld:
         run = plan.run
         params: list[Any] = []
         in_band_seq = plan.before.seq_in_band
-        event_row = codec.event_row
+        event_values = codec.event_values
+        moment: Any = None
+        micros = 0
         # For each step the plan changes, the positions of its new input/output/error bytes.
         refs: dict[str, list[int | None]] = {}
         slots = _STEP_REF_SLOT
         for event in plan.events:
             if event.in_band:
                 in_band_seq += 1
-            params += event_row(event, in_band_seq)
+            if event.created_at is not moment:  # a write's events share their time
+                moment = event.created_at
+                micros = to_micros(moment)
+            params += event_values(event, in_band_seq, micros)
             slot = slots.get(event.type)
             if slot is not None:
                 step_id = event.correlation_id

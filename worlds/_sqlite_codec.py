@@ -119,36 +119,64 @@ _ENCODING: Final[dict[EventType, tuple[str | None, dict[str, str]]]] = {
 
 
 def event_row(event: Event, in_band_seq: int) -> tuple[Any, ...]:
-    """Values for :data:`._sqlite_schema.INSERT_EVENTS`.
+    """Values for :data:`._sqlite_schema.INSERT_EVENTS`."""
+    return event_values(event, in_band_seq, to_micros(event.created_at))
 
-    :func:`encode_event` inline (this runs for every event written).
+
+def event_values(event: Event, in_band_seq: int, created_at: int) -> tuple[Any, ...]:
+    """:func:`event_row` with the event's time already in microseconds (a write's
+    events share it).  :func:`encode_event` inline: this runs for every event written.
     """
     event_type = event.type
     main, converted = _ENCODING[event_type]
     raw: Any = NULL
-    rest: list[tuple[str, Any]] = []
-    for name, value in event.data.items():
+    rest: list[tuple[str, Any]] | None = None
+    for name, value in event.data._items.items():
         if name == main:
             if value is not None:  # small bytes as a bytearray: no adapter lookup (see NULL)
                 raw = bytearray(value) if len(value) < _COPY_BELOW else value
-        elif name in converted:
-            rest.append((name, _converted(converted[name], value)))
+            continue
+        stored = _converted(converted[name], value) if converted and name in converted else value
+        if rest is None:
+            rest = [(name, stored)]
         else:
-            rest.append((name, value))  # changes stay tuples: hashable, JSON arrays
+            rest.append((name, stored))  # changes stay tuples: hashable, JSON arrays
+    if rest is None:
+        text: Any = NULL
+    else:
+        key = tuple(rest)
+        text = _FIELDS_JSON.get(key)
+        if text is None:
+            text = _fields_json(key)
     correlation_id = event.correlation_id
     resume_id = event.data.get("resume_id") if event_type is _RESUME_TYPE else None
     return (
         event.run_id,
         event.seq,
         _TEXT[event_type],
-        to_micros(event.created_at),
+        created_at,
         NULL if correlation_id is None else correlation_id,
         1 if event.in_band else 0,
         in_band_seq,
-        _encode_fields(tuple(rest)) if rest else NULL,
+        text,
         raw,
         NULL if resume_id is None else resume_id,
     )
+
+
+#: The JSON of an event's non-blob fields by their (name, value) pairs: they
+#: repeat (step names, writers).  A plain dict read first (no LRU bookkeeping),
+#: emptied when full.  Every field has one kind (the schema's, checked), so
+#: equal pairs (``True == 1``) never mix kinds.
+_FIELDS_JSON: Final[dict[tuple[tuple[str, Any], ...], str]] = {}
+_FIELDS_JSON_MAX: Final = 4096
+
+
+def _fields_json(key: tuple[tuple[str, Any], ...]) -> str:
+    if len(_FIELDS_JSON) >= _FIELDS_JSON_MAX:
+        _FIELDS_JSON.clear()
+    text = _FIELDS_JSON[key] = _JSON.encode(dict(key))
+    return text
 
 
 def _converted(kind: str, value: Any) -> Any:
