@@ -221,11 +221,18 @@ async def batch(world: PostgresWorld, runs: int, n: int) -> float:
 
 
 async def wait_result(handle: Any, world: PostgresWorld) -> Any:
+    """The run's result, polled every 0.1 s.
+
+    The steps/s figures come from the World's own stamps, so the poll's pace only
+    sets how much this process and its server session take from the worker's
+    two cores meanwhile (every 20 ms it was 0.15 reads per step of a 1,000-step
+    run at 150 steps/s, counted as commits in ``xact_commit`` too).
+    """
     while True:
         run = await world.runs.get(handle.run_id)
         if run.status.value in ("completed", "failed", "cancelled"):
             return await handle.result()
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.1)
 
 
 def machine_ticks() -> tuple[int, int]:

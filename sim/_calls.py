@@ -17,9 +17,10 @@ import attrs
 
 from durasim.runtime.lowlevel import STEP_METADATA
 from durasim.worlds import BatchResult, EventRequest, EventResult, WorldError
+from durasim.worlds._build import builder
 
 from ._faults import Faults
-from ._points import STEP, Point, Writer, step_short_name
+from ._points import STEP, Point, PointEvent, Writer, step_short_name
 from ._trace import Trace
 from ._world import Actor
 
@@ -30,6 +31,7 @@ __all__ = [
     "Rejection",
     "describe_call",
     "describe_read",
+    "describe_write",
     "make_point",
     "writers_of",
 ]
@@ -80,25 +82,51 @@ class CallLog:
         self._built = len(history)
         return history  # type: ignore[return-value]  # all built above
 
-    def committed(self, writers: tuple[Writer, ...], result: Any) -> list[Any]:
-        """Trace the events ``result`` committed; the events."""
+    def committed(
+        self, writers: tuple[Writer, ...], result: Any, points: int
+    ) -> tuple[str | None, tuple[PointEvent, ...]]:
+        """Trace the events ``result`` committed: their run and ``(type, correlation
+        id, position)`` each (``(None, ())`` when it committed none).
+
+        ``points``: how many interception points had been passed (each line records it).
+        """
         if isinstance(result, EventResult):
-            events = [result.event] if result.allocated and result.event is not None else []
+            if not result.allocated or result.event is None:
+                return None, ()
+            events: Any = (result.event,)
         elif isinstance(result, BatchResult):
-            events = list(result.events)
+            events = result.events
+            if not events:
+                return None, ()
         else:
-            return []
+            return None, ()
         default = writers[0] if STEP_METADATA.get() is not None else writers[-1]
         faults = self.faults
+        # Trace.event, inline (the clock does not move while the loop below runs).
+        rows = self.trace._rows
+        clock = self.trace._clock
+        at = (clock._micros - clock._epoch) / 1_000_000
+        several = len(writers) > 1
+        done = []
         for event in events:
             writer = default
-            if len(writers) > 1 and event.type in _OUTCOMES and event.correlation_id:
-                name = step_short_name(event.correlation_id)
-                writer = next((w for w in writers if w.kind == STEP and w.name == name), writer)
-            self.trace.event(event, writer.label)
+            type_, cid = event.type._value_, event.correlation_id
+            if several and cid and type_ in _OUTCOMES:
+                key = (writers, cid)
+                step = _OUTCOME_WRITER.get(key, _UNSEEN)
+                if step is _UNSEEN:
+                    name = step_short_name(cid)
+                    step = next((w for w in writers if w.kind == STEP and w.name == name), None)
+                    if len(_OUTCOME_WRITER) >= 4096:
+                        _OUTCOME_WRITER.clear()
+                    _OUTCOME_WRITER[key] = step
+                if step is not None:
+                    writer = step  # type: ignore[assignment]
+            rows.append(("event", at, "", event, writer.label, points))
             if faults.withhold_armed:
                 faults.arm_withhold(event)
-        return events
+            done.append((type_, cid, event.seq))
+        return events[0].run_id, tuple(done)
 
     def reject(
         self, seq: int, writer: Writer, call: str, types: tuple[str, ...], exc: WorldError
@@ -117,12 +145,20 @@ class CallLog:
         self.trace.add("reject", f"{writer.label} {call}{what} {rejection.error}: {exc}")
 
 
+_build_point = builder(Point)
+
+
+#: committed(): the writer of a step's outcome among a call's writers (None: the default).
+_OUTCOME_WRITER: dict[tuple[tuple[Writer, ...], str], Writer | None] = {}
+_UNSEEN = object()
+
+
 def make_point(fields: tuple[Any, ...]) -> Point:
     """A Point from (ordinal, at, seq, call, phase, writers, run_id, types, correlation ids,
     token, events[, failed, error])."""
     ordinal, at, seq, call, phase, writers, run_id, types, cids, token, events, *failure = fields
     failed, error = failure or (False, None)
-    return Point(
+    return _build_point(
         ordinal=ordinal,
         seq=seq,
         call=call,
@@ -189,6 +225,82 @@ def writers_of(actor: Actor, requests: list[EventRequest]) -> tuple[Writer, ...]
     for request in requests:
         if request.type in _OUTCOMES and request.correlation_id:
             found.append(_step_writer(base.run_id, request.correlation_id, base.delivery))
+    if not found or (found[0] is not base and found[0] != base):
+        found.append(base)
+    return tuple(dict.fromkeys(found))
+
+
+_CREATE, _CREATE_BATCH = "events.create", "events.create_batch"
+
+
+def describe_write(
+    call: str, args: tuple[Any, ...], kwargs: dict[str, Any], base: Writer, meta: Any
+) -> tuple[
+    str | None,
+    tuple[Writer, ...],
+    tuple[tuple[str, str | None, int], ...],
+    tuple[str, ...],
+    tuple[str, ...],
+]:
+    """A write's (run id, writers, events, types, correlation ids), in one pass.
+
+    What :func:`describe_call` and :func:`writers_of` give (``base``: the actor's
+    writer; ``meta``: the step metadata of the task, if any), with the point's
+    events ``(type, correlation id, 0)``, their types and their non-empty
+    correlation ids.
+    """
+    run_id = kwargs.get("run_id")
+    if run_id is None and args and isinstance(args[0], str):
+        run_id = args[0]
+    if call == _CREATE:
+        requests: Any = (args[1] if len(args) > 1 else kwargs["request"],)
+    else:
+        requests = args[1] if len(args) > 1 else kwargs["requests"]
+    events = []
+    types = []
+    cids = []
+    outcomes: list[str] | None = None
+    for request in requests:
+        type_, cid = request.type._value_, request.correlation_id
+        events.append((type_, cid, 0))
+        types.append(type_)
+        if cid:
+            cids.append(cid)
+            if type_ in _OUTCOMES:
+                if outcomes is None:
+                    outcomes = [cid]
+                else:
+                    outcomes.append(cid)
+    writers: tuple[Writer, ...] | None
+    if meta is not None:
+        writers = _writers(base, meta, outcomes or ())
+    elif outcomes is None:
+        writers = (base,)
+    elif len(outcomes) == 1:
+        # The orchestrator committing one step's outcome (with the next step's start).
+        key = (base, outcomes[0])
+        writers = _OUTCOME_WRITERS.get(key)
+        if writers is None:
+            writers = _writers(base, None, outcomes)
+            if len(_OUTCOME_WRITERS) >= 4096:
+                _OUTCOME_WRITERS.clear()
+            _OUTCOME_WRITERS[key] = writers
+    else:
+        writers = _writers(base, None, outcomes)
+    return run_id, writers, tuple(events), tuple(types), tuple(cids)
+
+
+#: describe_write's writers of one outcome committed by a task outside a step body.
+_OUTCOME_WRITERS: dict[tuple[Writer, str], tuple[Writer, ...]] = {}
+
+
+def _writers(base: Writer, meta: Any, outcomes: list[str] | tuple[str, ...]) -> tuple[Writer, ...]:
+    """:func:`writers_of` from the outcomes' correlation ids (see describe_write)."""
+    found: list[Writer] = []
+    if meta is not None:
+        found.append(_step_writer(meta.run_id, meta.step_name, base.delivery))
+    for cid in outcomes:
+        found.append(_step_writer(base.run_id, cid, base.delivery))
     if not found or (found[0] is not base and found[0] != base):
         found.append(base)
     return tuple(dict.fromkeys(found))

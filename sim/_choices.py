@@ -77,11 +77,16 @@ class SeededChoices:
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
-        self._rng = random.Random(seed)  # noqa: S311 -- scheduling, not secrets
+        # Made at the first choice: a simulation that never has two candidates
+        # (one run, one task at a time) does not pay for seeding a generator.
+        self._rng: random.Random | None = None
 
     def choose(self, n: int) -> int:
         """A seeded uniform index."""
-        return self._rng.randrange(n)
+        rng = self._rng
+        if rng is None:
+            rng = self._rng = random.Random(self.seed)  # noqa: S311 -- scheduling, not secrets
+        return rng.randrange(n)
 
 
 class SequenceChoices:

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 import attrs
 
 from durasim.worlds import Delivery, LeaseLost, Message
+from durasim.worlds._build import copier
 from durasim.worlds._checks import check_delay, check_message, check_queue_name
 from durasim.worlds._memory_queue import NEVER, QueueSlot
 from durasim.worlds._time import IdSource
@@ -52,6 +53,7 @@ class SimQueue:
         self._version = 0
         self._memo: dict[tuple[object, ...], object] = {}
         self._memo_at = (0, -1)  # (version, clock micros) the memo holds answers for
+        self._due: tuple[int, int, int | None] = (0, -1, None)  # next_due_micros() memo
 
     # --- the QueueFacet contract -------------------------------------------
 
@@ -206,6 +208,14 @@ class SimQueue:
         only once that lease expires (never, while it is live): a due time in
         the past that the gate keeps closed would make the clock stand still.
         """
+        if not queue_prefix:
+            # The scheduler's question at every interception point: one memo of its own.
+            version, micros, due = self._due
+            if version == self._version and micros == self._clock._micros:
+                return due
+            due = self._next_due("")
+            self._due = (self._version, self._clock._micros, due)
+            return due
         answers, key = self._answers(), ("next_due", queue_prefix)
         if key not in answers:
             answers[key] = self._next_due(queue_prefix)
@@ -237,7 +247,8 @@ class SimQueue:
     def take(self, message_id: str, *, lease_seconds: float = 30.0, live: bool = True) -> Delivery:
         """Claim this message now (attempt + 1, a fresh lease)."""
         slot = self._slots[message_id]
-        slot.set_message(attrs.evolve(slot.message, attempt=slot.message.attempt + 1))
+        message = slot.message
+        slot.set_message(_with_attempt(message, message.attempt + 1))
         slot.lease_id = self._ids.new_id("lease")
         slot.lease_live = live
         slot.lease_expires_at = self._clock.micros + round(lease_seconds * 1_000_000)
@@ -340,12 +351,14 @@ class SimQueue:
         slot.lease_id = None
         slot.lease_live = False
         slot.lease_expires_at = None
-        slot.set_message(
-            attrs.evolve(
-                slot.message,
-                available_at=self._clock.now() + timedelta(seconds=check_delay(release_after)),
-            )
-        )
+        available = self._clock.now() + timedelta(seconds=check_delay(release_after))
+        slot.set_message(_with_available_at(slot.message, available))
         self._changed()
         if self.on_change is not None:
             self.on_change()
+
+
+#: ``attrs.evolve(message, attempt=...)`` and ``(..., available_at=...)``, made once
+#: (a claim and a release, every delivery).
+_with_attempt = copier(Message, "attempt")
+_with_available_at = copier(Message, "available_at")

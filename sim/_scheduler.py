@@ -31,7 +31,16 @@ from durasim.runtime.lowlevel import STEP_METADATA, engine_for, wall_monotonic
 from durasim.worlds import IdSource, World, WorldError
 from durasim.worlds._memory_queue import QueueSlot
 
-from ._calls import COMMITS, WRITES, CallLog, describe_call, describe_read, make_point, writers_of
+from ._calls import (
+    COMMITS,
+    WRITES,
+    CallLog,
+    describe_call,
+    describe_read,
+    describe_write,
+    make_point,
+    writers_of,
+)
 from ._choices import ChoiceSource
 from ._clock import SimClock
 from ._deliveries import Deliveries
@@ -58,19 +67,48 @@ __all__ = ["Parked", "Scheduler", "Watch"]
 
 T = TypeVar("T")
 
+#: The writer of calls the simulator did not launch (the script's): one value, shared.
+_EXTERNAL = Writer(kind=EXTERNAL)
+
 #: A loop timer within this many seconds of the loop's time is due (SimLoop's resolution).
 _LOOP_RESOLUTION = 1e-6
 
 
-@attrs.define(eq=False)
 class Parked:
-    """A task waiting at an interception point for the scheduler (or the script)."""
+    """A task waiting at an interception point for the scheduler (or the script).
 
-    point: Point
-    future: asyncio.Future[None]
-    actor: Actor
-    held: bool = False
-    fail: bool = False
+    Its :class:`Point` is built when asked for (a choice between tasks needs only
+    their writers): ``fields`` are the point's, as :func:`make_point` takes them.
+    """
+
+    __slots__ = ("_fields", "_point", "actor", "fail", "future", "held", "ordinal", "writer")
+
+    def __init__(self, fields: tuple[Any, ...], actor: Actor, point: Point | None = None) -> None:
+        self._fields = fields
+        self._point = point
+        #: What it awaits: made when it waits (a task the scheduler lets go at once
+        #: never does); a resumed task's is done.
+        self.future: asyncio.Future[None] | None = None
+        self.actor = actor
+        self.held = False
+        self.fail = False
+        #: The point's ordinal and writer (``point.ordinal``, ``point.writer``).
+        self.ordinal: int = fields[0]
+        self.writer: Writer = fields[5][0]
+
+    @property
+    def point(self) -> Point:
+        """The interception point it waits at."""
+        point = self._point
+        if point is None:
+            point = self._point = make_point(self._fields)
+        return point
+
+    def __repr__(self) -> str:
+        return (
+            f"Parked(point={self.point!r}, future={self.future!r}, actor={self.actor!r}, "
+            f"held={self.held!r}, fail={self.fail!r})"
+        )
 
 
 @attrs.define(eq=False)
@@ -144,6 +182,9 @@ class Scheduler:
         #: The code the wall-time watchdog interrupted (see _watchdog.py), if any.
         self.stuck: StuckCode | None = None
         self._parked: dict[int, Parked] = {}
+        #: The future of a task resumed before it waited (done: awaiting it goes on).
+        self._released: asyncio.Future[None] = self.loop.create_future()
+        self._released.set_result(None)
         self._watches: list[Watch] = []
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._ordinal = 0
@@ -171,12 +212,11 @@ class Scheduler:
         if actor.crashed or self._closing:
             raise Crashed
         events: tuple[tuple[str, str | None, int], ...] = ()
+        token: str | None = None
         if call in WRITES:
-            run_id, requests, token = describe_call(call, args, kwargs)
-            writers = writers_of(actor, requests)
-            events = tuple([(r.type._value_, r.correlation_id, 0) for r in requests])
-            types: tuple[str, ...] = tuple([e[0] for e in events])
-            cids = tuple([e[1] for e in events if e[1]])
+            run_id, writers, events, types, cids = describe_write(
+                call, args, kwargs, actor.writer, STEP_METADATA.get()
+            )
         else:
             # No requests: no event types, and the step writer only inside a step body.
             run_id, token = describe_read(call, args, kwargs)
@@ -184,14 +224,32 @@ class Scheduler:
             types = cids = ()
         self._calls += 1
         seq = self._calls
-        try:
-            if parking := self._pass(
-                actor, seq, call, "before", writers, run_id, types, cids, token, events
-            ):
-                await parking
-        except InjectedFault as exc:
-            self.call_log.reject(seq, writers[0], call, types, exc)
-            raise
+        # The before point (_pass, inline: the common case costs no call of its own).
+        self._ordinal += 1
+        clock = self.clock
+        at = (clock._micros - clock._epoch) / 1_000_000  # clock.elapsed, the loop's time()
+        fields: tuple[Any, ...] = (
+            self._ordinal,
+            at,
+            seq,
+            call,
+            "before",
+            writers,
+            run_id,
+            types,
+            cids,
+            token,
+            events,
+        )
+        watched = bool(self._watches)
+        if not watched and self._alone_at(at):
+            self._history.append(fields)
+        else:
+            try:
+                await self.at(actor, fields, not_alone=not watched)
+            except InjectedFault as exc:
+                self.call_log.reject(seq, writers[0], call, types, exc)
+                raise
         try:
             result = await method(*args, **kwargs)
         except WorldError as exc:
@@ -202,17 +260,36 @@ class Scheduler:
             ):
                 await parking
             raise
-        if isinstance(result, COMMITS) and (committed := self.call_log.committed(writers, result)):
-            run_id = run_id or committed[0].run_id
-            types += tuple([t for e in committed if (t := e.type._value_) not in types])
-            # After the commit a point names what was committed, at its positions.
-            events = tuple([(e.type._value_, e.correlation_id, e.seq) for e in committed])
+        if isinstance(result, COMMITS):
+            first_run, committed = self.call_log.committed(writers, result, self._ordinal)
+            if committed:
+                run_id = run_id or first_run
+                types += tuple([t for t, _, _ in committed if t not in types])
+                # After the commit a point names what was committed, at its positions.
+                events = committed
         if call == "events.list" and self.faults.hidden:
             result = self.faults.stale_read(writers[0], result)
-        if parking := self._pass(
-            actor, seq, call, "after", writers, run_id, types, cids, token, events
-        ):
-            await parking
+        # The after point (_pass, inline).
+        self._ordinal += 1
+        at = (clock._micros - clock._epoch) / 1_000_000
+        fields = (
+            self._ordinal,
+            at,
+            seq,
+            call,
+            "after",
+            writers,
+            run_id,
+            types,
+            cids,
+            token,
+            events,
+        )
+        watched = bool(self._watches)
+        if not watched and self._alone_at(at):
+            self._history.append(fields)
+        else:
+            await self.at(actor, fields, not_alone=not watched)
         return result
 
     async def _direct(
@@ -222,7 +299,7 @@ class Scheduler:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        external = Writer(kind=EXTERNAL)
+        external = _EXTERNAL
         try:
             result = await method(*args, **kwargs)
         except WorldError as exc:
@@ -232,7 +309,7 @@ class Scheduler:
                 self._calls += 1
                 self.call_log.reject(self._calls, external, call, types, exc)
             raise
-        self.call_log.committed((external,), result)
+        self.call_log.committed((external,), result, self._ordinal)
         return result
 
     @property
@@ -255,7 +332,7 @@ class Scheduler:
             # Point is built only if the history is read.
             self._history.append((self._ordinal, at, *fields))
             return None
-        return self.at(actor, make_point((self._ordinal, at, *fields)), not_alone=not watched)
+        return self.at(actor, (self._ordinal, at, *fields), not_alone=not watched)
 
     def _alone_at(self, now: float) -> bool:
         """:meth:`_alone` at loop time ``now`` (the interception hot path: one call)."""
@@ -276,16 +353,22 @@ class Scheduler:
                 return False
         return True
 
-    async def at(self, actor: Actor, point: Point, *, not_alone: bool = False) -> None:
-        """Record ``point``, fire the script's watches, park until the scheduler says go.
+    async def at(self, actor: Actor, fields: tuple[Any, ...], *, not_alone: bool = False) -> None:
+        """Record the point of ``fields`` (see :func:`make_point`), fire the script's
+        watches, park until the scheduler says go.
 
         ``not_alone``: the caller found, with no watch armed, that another task could
         run (nothing changes that before the check here: it is not made twice).
         """
-        self._history.append(point)
-        parked = Parked(point=point, future=self.loop.create_future(), actor=actor)
         crash: Watch | None = None
-        if self._watches:
+        if not self._watches:
+            # Nobody matches it: the Point is built only if someone reads it.
+            self._history.append(fields)
+            parked = Parked(fields, actor)
+        else:
+            point = make_point(fields)
+            self._history.append(point)
+            parked = Parked(fields, actor, point)
             for watch in list(self._watches):
                 if not watch.match.matches(point):
                     continue
@@ -305,6 +388,7 @@ class Scheduler:
                 elif watch.action == "crash":
                     crash = watch
         if crash is not None:
+            point = parked.point
             where = crash.match.describe_hit(point)
             if not where.startswith("at "):
                 where += f" ({point.writer.label} at {point.call} [call {point.seq}])"
@@ -315,22 +399,26 @@ class Scheduler:
             # other task, message, timer or fault question): go on without the
             # round trip through the loop. Same choices, same trace.
             return
-        self._parked[point.ordinal] = parked
+        ordinal = parked.ordinal
+        self._parked[ordinal] = parked
         if not parked.held and not parked.fail and self._idle_next():
             if self._decide(parked):
-                self._parked.pop(point.ordinal, None)
+                self._parked.pop(ordinal, None)
                 return
-            if parked.future.done():
+            if parked.future is not None:
                 # A fault hit this very task as it was chosen (see _decide): it wakes
                 # through the loop, after what the fault started, as from the idle point.
                 await asyncio.sleep(0)
+        if parked.future is None:
+            parked.future = self.loop.create_future()
         try:
             await parked.future
         finally:
-            self._parked.pop(point.ordinal, None)
+            self._parked.pop(ordinal, None)
         if actor.crashed:
             raise Crashed
         if parked.fail:
+            point = parked.point
             raise InjectedFault(
                 f"injected transient failure of {point.call} for {point.writer.label}; "
                 "nothing was written: retry",
@@ -383,8 +471,14 @@ class Scheduler:
         self._check_wall_budget()
         if self.halted is not None:
             return False  # the idle point reports it
-        candidates = self._candidates()
-        chosen = candidates[self._choose(len(candidates), "schedule", self._labels(candidates))]
+        # _candidates() and _choose(), inline (asked at every parked point).
+        candidates: list[Parked | QueueSlot] = [p for p in self._parked.values() if not p.held]
+        if self.auto_deliver:
+            candidates.extend(self.queue.claimable())
+        if len(candidates) == 1:
+            chosen = candidates[0]
+        else:
+            chosen = candidates[self._choose(len(candidates), "schedule", self._labels(candidates))]
         if chosen is parked and self.faults.left <= 0:
             return True
         injected = len(self.faults.injected)
@@ -417,10 +511,13 @@ class Scheduler:
 
     def resume(self, parked: Parked) -> None:
         """Let a parked task continue."""
-        self._parked.pop(parked.point.ordinal, None)
+        self._parked.pop(parked.ordinal, None)
         parked.held = False
-        if not parked.future.done():
-            parked.future.set_result(None)
+        future = parked.future
+        if future is None:
+            parked.future = self._released  # resumed before it waited: it will not
+        elif not future.done():
+            future.set_result(None)
 
     def parked(self) -> list[Parked]:
         """Tasks parked now, oldest first."""
@@ -633,7 +730,7 @@ class Scheduler:
 def _label(candidate: Parked | QueueSlot) -> str:
     """A candidate's stable name for labeled choice sources: its writer, or its message."""
     if isinstance(candidate, Parked):
-        return candidate.point.writer.label
+        return candidate.writer.label
     return f"msg {candidate.message.message_id}"
 
 

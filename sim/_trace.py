@@ -142,7 +142,19 @@ class Trace:
             return f"{_MARKS[kind]:<5} {at:>17} {text}"
         position = f"#{event.seq}"
         entity = event.correlation_id or "-"
-        payload = " ".join(self._field(k, v) for k, v in event.data.items() if v is not None)
+        fields = []
+        for key, value in event.data.items():
+            if value is None:
+                continue
+            shape = type(value)
+            # The common exact types inline, as _field shows them.
+            if shape is bytes:
+                fields.append(f"{key}=<{len(value)}B>")
+            elif shape is int or shape is bool:
+                fields.append(f"{key}={value}")
+            else:
+                fields.append(self._field(key, value))
+        payload = " ".join(fields)
         band = "" if event.in_band else " (oob)"
         line = (
             f"{position:<5} {at:>17} {event.run_id} {writer:<18} {event.type.value:<15} "
@@ -177,27 +189,30 @@ def _render_alike(
     other: tuple[str, float, str, Event | None, str, int],
 ) -> bool:
     """Whether two rows surely render to the same line (False: maybe not)."""
-    if row[:3] != other[:3] or row[4] != other[4]:
+    kind, at, text, event, writer, _ = row
+    their_kind, their_at, their_text, theirs, their_writer, _ = other
+    if kind != their_kind or at != their_at or text != their_text or writer != their_writer:
         return False
-    event, theirs = row[3], other[3]
     if event is None or theirs is None:
         return event is theirs
-    if (event.seq, event.run_id, event.type, event.correlation_id, event.in_band) != (
-        theirs.seq,
-        theirs.run_id,
-        theirs.type,
-        theirs.correlation_id,
-        theirs.in_band,
-    ) or len(event.data) != len(theirs.data):
+    data, their_data = event.data, theirs.data
+    if (
+        event.seq != theirs.seq
+        or event.run_id != theirs.run_id
+        or event.type != theirs.type
+        or event.correlation_id != theirs.correlation_id
+        or event.in_band != theirs.in_band
+        or len(data) != len(their_data)
+    ):
         return False
     for (key, value), (their_key, their_value) in zip(
-        event.data.items(), theirs.data.items(), strict=True
+        data.items(), their_data.items(), strict=True
     ):
-        kind = type(value)
+        shape = type(value)
         if (
             key != their_key
-            or kind is not type(their_value)
-            or kind not in _PLAIN_TYPES
+            or shape is not type(their_value)
+            or shape not in _PLAIN_TYPES
             or value != their_value
         ):
             return False

@@ -176,6 +176,8 @@ def clamp_start(start: Any, length: int) -> int:
 
 #: How far ahead of the World's clock a writer's ``occurred_at`` may be.
 MAX_CLOCK_SKEW = timedelta(minutes=5)
+#: A ``now`` before this year plus MAX_CLOCK_SKEW is a datetime (no OverflowError).
+_LAST_YEAR = datetime.max.year
 
 
 def event_time(now: datetime, occurred_at: object, *, in_band: bool) -> datetime:
@@ -191,6 +193,8 @@ def event_time(now: datetime, occurred_at: object, *, in_band: bool) -> datetime
         raise InvalidRequest("occurred_at is for in-band writes only: pass in_band=True")
     if not isinstance(occurred_at, datetime) or occurred_at.tzinfo is None:
         raise InvalidRequest(f"occurred_at must be an aware datetime, got {occurred_at!r}")
+    if occurred_at is now and now.year < _LAST_YEAR:  # the World's own now (no overflow below)
+        return now
     if occurred_at > now + MAX_CLOCK_SKEW:
         raise InvalidRequest(
             f"occurred_at {occurred_at.isoformat()} is more than {MAX_CLOCK_SKEW} ahead of the "

@@ -508,17 +508,26 @@ def _common_source(event_type: EventType) -> str:
     """
     fields = [(n, f) for n, f in _SCHEMA[event_type].items() if not f.world_only]
     lines = ["def check(correlation_id, data):"]
+    # A well-formed id is remembered (_WELL_FORMED_IDS): a step's id is checked
+    # three times, for its step_created, step_started and outcome.
+    remember = [
+        "        if not _fullmatch(correlation_id): return None",
+        f"        if len(_known_ids) >= {_KNOWN_IDS_MAX}: _known_ids.clear()",
+        "        _known_ids.add(correlation_id)",
+    ]
     if event_type in _NEEDS_CORRELATION:
-        lines.append(
-            "    if type(correlation_id) is not str or not _fullmatch(correlation_id): return None"
-        )
+        lines += [
+            "    if type(correlation_id) is not str: return None",
+            "    if correlation_id not in _known_ids:",
+            *remember,
+        ]
     elif event_type in _NO_CORRELATION:
         lines.append("    if correlation_id is not None: return None")
     else:
-        lines.append(
+        lines += [
             "    if correlation_id is not None and (type(correlation_id) is not str"
             " or not _fullmatch(correlation_id)): return None"
-        )
+        ]
     lines.append("    clean = {}")
     if not fields:
         lines.append("    if data: return None")
@@ -561,6 +570,7 @@ def _compile_common(event_type: EventType) -> _Common:
         "_type": event_type,
         "_fields": frozenset(n for n, f in _SCHEMA[event_type].items() if not f.world_only),
         "_fullmatch": _CORRELATION_ID.fullmatch,
+        "_known_ids": _WELL_FORMED_IDS,
         "_check_field": _check_field,
         "Payload": Payload,
         "EventRequest": EventRequest,
@@ -583,6 +593,12 @@ def _compile_common(event_type: EventType) -> _Common:
     exec(code, namespace)  # noqa: S102 -- our own source, from the schema above
     return namespace["check"]  # type: ignore[no-any-return]
 
+
+#: Correlation ids the one-pass checks found well formed lately (whether one is
+#: depends on its text alone), emptied when it holds _KNOWN_IDS_MAX: a hit skips the
+#: pattern match (about 1,900 instructions), the check a step's id passes three times.
+_WELL_FORMED_IDS: Final[set[str]] = set()
+_KNOWN_IDS_MAX: Final = 1024
 
 #: The event types a client may request, by value.
 _CLIENT_TYPES: Final = {t.value: t for t in EventType if t not in WORLD_ONLY_TYPES}

@@ -73,6 +73,8 @@ T = Types
 # every value is already of its field's type, so the ``data`` converter has nothing to do.
 _event = builder(Event)
 _snapshot = builder(Snapshot)
+_new_step = builder(StepRecord)
+_new_payload = Payload.__new__
 
 # Sets, not tuples: ``kind in (A, B)`` falls back to str.__eq__ per member.
 _CREATIONS = frozenset({T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED})
@@ -422,6 +424,128 @@ def _plan_step_change(
     plan.touched = changed
 
 
+#: The outcomes :func:`_plan_outcome_and_start` plans ahead of a new running step.
+_OUTCOMES = frozenset({T.STEP_COMPLETED, T.STEP_FAILED, T.STEP_RETRYING})
+
+
+def _plan_outcome_and_start(
+    view: StateView,
+    plan: Plan,
+    requests: Sequence[EventRequest],
+    at: datetime,
+    in_band: bool,
+) -> None:
+    """:func:`_plan_step_change` for ``outcome``, then :func:`_plan_step_created` of
+    ``created`` with its ``step_started``: the batch a runtime writes every step.
+
+    ``requests`` is ``outcome, created, started``.  The same checks in the same order
+    with the same errors, in one call: ``outcome`` is a step's completion, failure or
+    retry (never its start), and ``created`` names another step than ``outcome``
+    (:func:`plan_batch` checks both).
+    """
+    outcome, created, started = requests
+    run = plan.run
+    run_id = run.run_id
+    kind = outcome.type
+    cid = outcome.correlation_id
+    assert cid is not None
+    steps = plan.steps
+    step = steps.get(cid) or view.step(cid)
+    if step is None:
+        raise StepNotFound(
+            f"run {run_id!r} has no step {cid!r}: write step_created first", run_id=run_id
+        )
+    step_status = step.status
+    if step_status in _STEP_ENDED:
+        raise EntityConflict(
+            f"run {run_id!r}: step {cid!r} is {step_status.value}; a terminal step "
+            f"accepts no {kind.value}",
+            run_id=run_id,
+        )
+    status = run.status
+    if status in _RUN_ENDED and (step_status is not StepStatuses.RUNNING or kind not in _STEP_ENDS):
+        raise RunExpired(
+            f"run {run_id!r} is {status.value}: only a step that was running when it "
+            f"ended may still report its outcome; step {cid!r} ({step_status.value}) "
+            f"accepts no {kind.value}",
+            run_id=run_id,
+        )
+    if step_status is not StepStatuses.RUNNING:
+        raise EntityConflict(
+            f"run {run_id!r}: step {cid!r} is {step_status.value}; write step_started "
+            f"before {kind.value}",
+            run_id=run_id,
+        )
+    events = plan.events
+    seq = plan.before.seq + len(events) + 1
+    event = _event(
+        run_id=run_id,
+        seq=seq,
+        type=kind,
+        created_at=at,
+        correlation_id=cid,
+        in_band=in_band,
+        data=outcome.data,
+    )
+    changed = STEP_CHANGES[kind](step, event)
+    steps[cid] = changed
+    events.append(event)
+    # _plan_step_created(view, plan, created, at, in_band, started=...), inlined
+    new_cid = created.correlation_id
+    assert new_cid is not None
+    if status in _RUN_ENDED:
+        _refuse_on_terminal_run(run, created)
+    if status is RunStatuses.PENDING:
+        raise EntityConflict(
+            f"run {run_id!r} is pending: write run_started before step_created {new_cid!r}",
+            run_id=run_id,
+        )
+    if new_cid in steps or view.has_step(new_cid):
+        raise EntityConflict(f"run {run_id!r}: step {new_cid!r} already exists", run_id=run_id)
+    event = _event(
+        run_id=run_id,
+        seq=seq + 1,
+        type=T.STEP_CREATED,
+        created_at=at,
+        correlation_id=new_cid,
+        in_band=in_band,
+        data=created.data,
+    )
+    if started.data._items:  # _attempt_first(started.data, 1), inlined
+        attempt = started.data.first("attempt", 1)
+    else:  # _owned({"attempt": 1}), inlined
+        items = {"attempt": 1}
+        attempt = _new_payload(Payload)
+        attempt._items = items
+        attempt.get = items.get  # type: ignore[method-assign,assignment]
+    start = _event(
+        run_id=run_id,
+        seq=seq + 2,
+        type=T.STEP_STARTED,
+        created_at=at,
+        correlation_id=new_cid,
+        in_band=in_band,
+        data=attempt,
+    )
+    # created_running(event, start), inlined
+    step = _new_step(
+        run_id=run_id,
+        step_id=new_cid,
+        step_name=created.data._items["step_name"],
+        status=StepStatuses.RUNNING,
+        input=created.data._items["input"],
+        attempt=1,
+        inline=created.data._items.get("inline", False),
+        created_at=at,
+        updated_at=at,
+        started_at=at,
+    )
+    steps[new_cid] = step
+    events.append(event)
+    events.append(start)
+    plan.touched = step
+
+
 #: The hot event types, each planned by a function of its own (no dispatch on the
 #: type inside); every other type goes through :func:`_plan_one`.
 _PLANNERS = {
@@ -659,8 +783,20 @@ def plan_batch(
     """Decide a batch: every request legal in order, one event each, or nothing."""
     if not requests:
         raise InvalidRequest(f"batch for run {run_id!r} is empty: send at least one event")
+    # The runtime's batch every step: a step's outcome, then another step born running.
+    # None of the three is forbidden and no entity is named twice: the loop below passes.
+    common = False
+    if len(requests) == 3:
+        outcome, created, started = requests
+        common = (
+            outcome.type in _OUTCOMES
+            and created.type is T.STEP_CREATED
+            and started.type is T.STEP_STARTED
+            and started.correlation_id == created.correlation_id
+            and created.correlation_id != outcome.correlation_id
+        )
     entities: dict[str, EventType] = {}
-    for request in requests:
+    for request in () if common else requests:
         if request.type in BATCH_FORBIDDEN:
             raise InvalidRequest(
                 f"{request.type.value} cannot be part of a batch: write it alone "
@@ -680,8 +816,19 @@ def plan_batch(
                 run_id=run_id,
             )
         entities[cid] = request.type
-    plan = _start_plan(view, run_id)
-    before = plan.before
+    if common:  # _start_plan(view, run_id), inlined
+        run = view.run()
+        if run is None:
+            raise RunNotFound(
+                f"run {run_id!r} does not exist: create it with run_created first", run_id=run_id
+            )
+        before = view.counters()
+        plan = _new_plan(
+            run=run, before=before, after=before, events=[], steps={}, hooks={}, waits={}
+        )
+    else:
+        plan = _start_plan(view, run_id)
+        before = plan.before
     # An in-band write at the very count it expects passes both checks (an int equal
     # to a count is a non-negative int): only any other one is checked in full.
     if not (
@@ -690,6 +837,13 @@ def plan_batch(
         _check_fence(run_id, before, in_band=in_band, expected_seq_in_band=expected_seq_in_band)
     if expected_seq is not None and not (type(expected_seq) is int and expected_seq == before.seq):
         _check_expected_seq(run_id, before, expected_seq)
+    if common:
+        _plan_outcome_and_start(view, plan, requests, at, in_band)
+        # _close(plan, in_band=in_band), inlined: three events added
+        plan.after = _snapshot(
+            seq=before.seq + 3, seq_in_band=before.seq_in_band + (3 if in_band else 0)
+        )
+        return plan
     overlay = _Overlay(view, plan)
     events = plan.events
     planners = _PLANNERS

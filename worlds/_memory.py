@@ -14,6 +14,7 @@ import attrs
 
 from ._build import builder
 from ._checks import (
+    _LAST_YEAR,
     check_limit,
     check_request,
     decode_run_cursor,
@@ -429,19 +430,48 @@ class _Events(_Facet):
         checked = []
         for r in requests:
             checked.append(r if type(r) is EventRequest and r._validated else check_request(r))
-        record = w._record(run_id)
+        # w._record(run_id), its common case inlined (it raises for any other)
+        record = w._runs.get(run_id) if type(run_id) is str else None
+        if record is None or record.state.run is None:
+            record = w._record(run_id)
         assert record.view is not None
+        now = w._clock.now()
         plan = plan_batch(
             record.view,
             run_id,
             checked,
-            event_time(w._clock.now(), occurred_at, in_band=in_band),
+            # event_time(now, occurred_at, in_band=in_band), its common cases inlined
+            now
+            if occurred_at is None
+            else occurred_at
+            if occurred_at is now
+            and in_band
+            and isinstance(now, datetime)
+            and now.tzinfo is not None
+            and now.year < _LAST_YEAR
+            else event_time(now, occurred_at, in_band=in_band),
             in_band=in_band,
             expected_seq_in_band=expected_seq_in_band,
             expected_seq=expected_seq,
         )
-        unseen = w._unseen(run_id, seen_seq, plan.before)
-        w._store(run_id, plan)
+        # w._unseen(...), its common case inlined: a writer that has seen the whole log
+        before = plan.before
+        unseen = (
+            ()
+            if seen_seq is None or (type(seen_seq) is int and seen_seq >= before.seq)
+            else w._unseen(run_id, seen_seq, before)
+        )
+        if plan.hooks or plan.waits:
+            w._store(run_id, plan)
+        else:  # w._store(run_id, plan), inlined for a plan that changes steps at most
+            events = plan.events
+            record.events.extend(events)
+            state = record.state
+            state.run = plan.run
+            if plan.steps:
+                state.steps.update(plan.steps)
+            after = record.counters = plan.after
+            state.seq, state.seq_in_band = after.seq, after.seq_in_band
         return _batch_result(events=tuple(plan.events), run=plan.run, unseen=unseen)
 
     async def get(self, run_id: str, seq: int) -> Event:

@@ -346,7 +346,9 @@ class PostgresWorld:
         conflicts = 0
         backoff = 0.02
         while True:
-            pool = await self._ready()
+            pool = self._pool
+            if pool is None or self._loop is not asyncio.get_running_loop():
+                pool = await self._ready()
             committing = False
             result: T | None = None  # stays None in single mode (see the docstring)
             try:
@@ -421,7 +423,7 @@ class PostgresWorld:
         A write interrupted mid-statement (cancelled, connection lost) leaves it
         busy or broken; the next write opens a new one.
         """
-        if conn.closed or conn.info.transaction_status is not _IDLE:
+        if conn.closed or conn.pgconn.transaction_status != _IDLE:
             if self._direct is conn:
                 self._direct = self._direct_cursor = None
             if not conn.closed:

@@ -197,6 +197,8 @@ def _split(
     records: dict[str, R], to_row: Callable[[R], tuple[Any, ...]], new: set[str]
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """The rows of ``records``: those whose key is in ``new``, and the others."""
+    if not records:
+        return [], []
     return (
         [to_row(r) for k, r in records.items() if k in new],
         [to_row(r) for k, r in records.items() if k not in new],

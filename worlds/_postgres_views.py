@@ -205,11 +205,13 @@ class _KnownRuns(KnownRuns):
 
     def hooks(self, run_id: str) -> dict[str, HookRecord]:
         """The run's live hooks as of :meth:`run`'s counters (empty: none kept)."""
-        return self._entities.get(run_id, ({}, {}))[0]
+        entities = self._entities.get(run_id)
+        return {} if entities is None else entities[0]
 
     def waits(self, run_id: str) -> dict[str, WaitRecord]:
         """The run's waiting waits as of :meth:`run`'s counters (empty: none kept)."""
-        return self._entities.get(run_id, ({}, {}))[1]
+        entities = self._entities.get(run_id)
+        return {} if entities is None else entities[1]
 
     def remember(self, plan: Plan) -> None:
         """Take in a committed plan (call after COMMIT, before anyone else writes the run)."""
@@ -321,6 +323,13 @@ class _KnownView(_RunView):
         (``events_resume``).  A token released and taken again in one plan is
         not: the one statement cannot order the two (the locked path can).
         """
+        if not plan.hooks and not self.assumed_resume_ids:  # a step's or a sleep's: no token
+            return (
+                self.assumed_new <= plan.steps.keys()
+                and not self.assumed_new_hooks
+                and not self.assumed_free_tokens
+                and self.assumed_new_waits <= plan.waits.keys()
+            )
         new_hooks = [h for k, h in plan.hooks.items() if k in self.assumed_new_hooks]
         kept_tokens = {h.token for k, h in plan.hooks.items() if k not in self.assumed_new_hooks}
         taken = {h.token for h in new_hooks if h.status is HookStatuses.ACTIVE}

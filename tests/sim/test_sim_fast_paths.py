@@ -1,0 +1,157 @@
+"""The interception hot path's one-pass forms give what the plain forms give.
+
+``describe_write`` (one pass over a write's requests) against ``describe_call`` +
+``writers_of`` and the point fields built from them; ``CallLog.committed``'s
+point events against the events it traced; a parked task's lazily built Point
+against ``make_point``.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from durasim.runtime.lowlevel import STEP_METADATA
+from durasim.sim._calls import (
+    _OUTCOMES,
+    CallLog,
+    describe_call,
+    describe_write,
+    make_point,
+    writers_of,
+)
+from durasim.sim._clock import SimClock
+from durasim.sim._points import EXTERNAL, ORCHESTRATOR, STEP, Writer, step_short_name
+from durasim.sim._scheduler import Parked
+from durasim.sim._trace import Trace
+from durasim.sim._world import Actor
+from durasim.worlds import BatchResult, EventRequest, EventType
+
+_TYPES = [
+    EventType.STEP_CREATED,
+    EventType.STEP_STARTED,
+    EventType.STEP_COMPLETED,
+    EventType.STEP_FAILED,
+    EventType.STEP_RETRYING,
+    EventType.RUN_COMPLETED,
+    EventType.WAIT_CREATED,
+]
+_CIDS = [None, "", "step//m//charge#1", "step//m//charge#2", "step//m//ship#1", "wait#1"]
+
+requests = st.lists(
+    st.builds(
+        lambda t, c: EventRequest(type=t, correlation_id=c),
+        st.sampled_from(_TYPES),
+        st.sampled_from(_CIDS),
+    ),
+    min_size=0,
+    max_size=4,
+)
+bases = st.builds(
+    Writer,
+    kind=st.sampled_from([ORCHESTRATOR, STEP, EXTERNAL]),
+    run_id=st.sampled_from([None, "run-1", "run-2"]),
+    name=st.sampled_from(["", "charge", "ship"]),
+    delivery=st.integers(0, 3),
+)
+metas = st.one_of(
+    st.none(),
+    st.builds(
+        lambda run, step: types.SimpleNamespace(run_id=run, step_name=step),
+        st.sampled_from(["run-1", "run-2"]),
+        st.sampled_from(["step//m//charge", "step//m//ship#3", "charge"]),
+    ),
+)
+
+
+def _plain(
+    call: str, args: tuple[Any, ...], kwargs: dict[str, Any], actor: Actor
+) -> tuple[Any, ...]:
+    run_id, reqs, _ = describe_call(call, args, kwargs)
+    writers = writers_of(actor, reqs)
+    events = tuple([(r.type._value_, r.correlation_id, 0) for r in reqs])
+    types_ = tuple([e[0] for e in events])
+    cids = tuple([e[1] for e in events if e[1]])
+    return run_id, writers, events, types_, cids
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    reqs=requests,
+    base=bases,
+    meta=metas,
+    batch=st.booleans(),
+    keyword=st.booleans(),
+    run_kw=st.booleans(),
+)
+def test_describe_write_is_describe_call_and_writers_of(
+    *, reqs: list[EventRequest], base: Writer, meta: Any, batch: bool, keyword: bool, run_kw: bool
+) -> None:
+    if not batch:
+        reqs = reqs[:1] or [EventRequest(type=EventType.STEP_CREATED, correlation_id="c")]
+        call, payload, name = "events.create", reqs[0], "request"
+    else:
+        call, payload, name = "events.create_batch", tuple(reqs), "requests"
+    if run_kw:
+        args: tuple[Any, ...] = ()
+        kwargs: dict[str, Any] = {"run_id": "run-1", name: payload}
+    elif keyword:
+        args, kwargs = ("run-1",), {name: payload}
+    else:
+        args, kwargs = ("run-1", payload), {}
+    actor = Actor(writer=base)
+    token = STEP_METADATA.set(meta)
+    try:
+        expected = _plain(call, args, kwargs, actor)
+        for _ in range(2):  # the second time from describe_write's cache of writers
+            assert describe_write(call, args, kwargs, base, meta) == expected
+    finally:
+        STEP_METADATA.reset(token)
+
+
+def test_a_parked_point_is_make_point_of_its_fields() -> None:
+    writer = Writer(kind=ORCHESTRATOR, run_id="run-1", delivery=1)
+    fields = (7, 1.5, 3, "events.create", "before", (writer,), "run-1", ("x",), ("c",), None, ())
+    parked = Parked(fields, Actor(writer=writer))
+    assert parked.ordinal == 7
+    assert parked.writer is writer
+    assert parked.future is None
+    assert parked.point == make_point(fields)
+    assert parked.point is parked.point  # built once
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    writers=st.lists(bases, min_size=1, max_size=4).map(tuple),
+    picks=st.lists(st.tuples(st.sampled_from(_TYPES), st.sampled_from(_CIDS)), max_size=4),
+    meta=metas,
+)
+def test_committed_traces_each_event_under_the_plain_rules_writer(
+    writers: tuple[Writer, ...], picks: list[tuple[EventType, str | None]], meta: Any
+) -> None:
+    events = tuple(
+        types.SimpleNamespace(type=t, correlation_id=c, seq=n, run_id="run-1")
+        for n, (t, c) in enumerate(picks, 1)
+    )
+    log = CallLog(Trace(SimClock()), types.SimpleNamespace(withhold_armed=[]))  # type: ignore[arg-type]
+    token = STEP_METADATA.set(meta)
+    try:
+        for _ in range(2):  # the second time from committed's cache of writers
+            before = len(log.trace._rows)
+            run_id, done = log.committed(writers, BatchResult(events=events, run=None), 5)  # type: ignore[arg-type]
+            default = writers[0] if meta is not None else writers[-1]
+            expected = []
+            for event in events:
+                writer = default
+                if len(writers) > 1 and event.type in _OUTCOMES and event.correlation_id:
+                    name = step_short_name(event.correlation_id)
+                    writer = next((w for w in writers if w.kind == STEP and w.name == name), writer)
+                expected.append(("event", 0.0, "", event, writer.label, 5))
+            assert log.trace._rows[before:] == expected
+            assert done == tuple((e.type.value, e.correlation_id, e.seq) for e in events)
+            assert run_id == ("run-1" if events else None)
+    finally:
+        STEP_METADATA.reset(token)
