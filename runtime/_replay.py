@@ -180,6 +180,12 @@ def _moment(seconds: float) -> datetime:
     return datetime.fromtimestamp(round(seconds * 1_000_000) / 1_000_000, UTC)
 
 
+def _enter_run(replay: Replay, metadata: WorkflowMetadata) -> None:
+    """Set the workflow task's context variables (in its context: one ``run`` for both)."""
+    STEP_CALLER.set(replay)
+    WORKFLOW_METADATA.set(metadata)
+
+
 class Replay:
     """A workflow run being replayed over its log (see the module docstring).
 
@@ -302,9 +308,9 @@ class Replay:
         else:
             failure = None
         context = contextvars.copy_context()
-        context.run(STEP_CALLER.set, self)
         context.run(
-            WORKFLOW_METADATA.set,
+            _enter_run,
+            self,
             WorkflowMetadata(
                 run_id=self.run_id,
                 workflow_id=self.definition.workflow_id,
