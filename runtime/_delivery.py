@@ -29,6 +29,12 @@ from durasim.worlds import (
     World,
 )
 from durasim.worlds._build import builder
+from durasim.worlds._events import (
+    run_completed_request,
+    step_created_request,
+    step_started_request,
+    wait_completed_request,
+)
 
 from ._errors import ReplayDivergence
 from ._metadata import STEP_WORLD, WorkflowMetadata
@@ -168,7 +174,7 @@ class RunDelivery:
         due = self.due_waits(replay)
         if len(due) == 1 and replay.busy_seconds <= limits.replay_budget:
             # One timer fired (a sleep): its completion commits with what follows.
-            request = EventRequest.of("wait_completed", due[0].correlation_id)
+            request = wait_completed_request(due[0].correlation_id)
             # The World stamps the completion with the wait's resume_at.
             data = request.data.replace(resume_at=due[0].resume_at)
             if await self.commit_ahead(replay, request, launch, data=data):
@@ -177,7 +183,7 @@ class RunDelivery:
         else:
             for wait in due:
                 if not writer.stale:
-                    await writer.write(EventRequest.of("wait_completed", wait.correlation_id))
+                    await writer.write(wait_completed_request(wait.correlation_id))
         try:
             while True:
                 if writer.ended:
@@ -291,7 +297,7 @@ class RunDelivery:
         """Run one attempt inline: ``step_started`` (unless batched), body, outcome."""
         world, writer, limits = self.world, self.writer, self.limits
         if started is None:
-            started = await writer.write(EventRequest.of("step_started", state.correlation_id))
+            started = await writer.write(step_started_request(state.correlation_id))
         if started is None or writer.stale:
             return None
         attempt = int(started.data.get("attempt", 1))
@@ -522,7 +528,7 @@ def _terminal_request(replay: Replay) -> EventRequest:
     ok, value = replay.outcome()
     if ok:
         try:
-            return EventRequest.of("run_completed", output=serialize(value, root="workflow result"))
+            return run_completed_request(serialize(value, root="workflow result"))
         except SerializationError as exc:
             value = exc
     return EventRequest.of("run_failed", error=error_bytes(value), error_code="USER_ERROR")
@@ -565,7 +571,7 @@ def _creations(
             requests.append(_request(command))
         elif capacity > 0:
             requests.append(_request(command))
-            requests.append(EventRequest.of("step_started", command.correlation_id))
+            requests.append(step_started_request(command.correlation_id))
             capacity -= 1
         elif limits.queue_steps and command.definition.kind != "nested":
             requests.append(_request(command, inline=False))
@@ -593,10 +599,6 @@ def _request(
 ) -> EventRequest:
     if isinstance(command, WaitCommand):
         return EventRequest.of("wait_created", command.correlation_id, resume_at=command.resume_at)
-    return EventRequest.of(
-        "step_created",
-        command.correlation_id,
-        step_name=command.definition.step_id,
-        input=command.input,
-        inline=inline,
+    return step_created_request(
+        command.correlation_id, command.definition.step_id, command.input, inline
     )
