@@ -29,6 +29,12 @@ from durasim.worlds import (
     World,
 )
 from durasim.worlds._build import builder
+from durasim.worlds._events import (
+    run_completed_request,
+    step_created_request,
+    step_started_request,
+    wait_completed_request,
+)
 
 from ._errors import ReplayDivergence
 from ._metadata import STEP_WORLD, WorkflowMetadata
@@ -168,7 +174,7 @@ class RunDelivery:
         due = self.due_waits(replay)
         if len(due) == 1 and replay.busy_seconds <= limits.replay_budget:
             # One timer fired (a sleep): its completion commits with what follows.
-            request = EventRequest.of("wait_completed", due[0].correlation_id)
+            request = wait_completed_request(due[0].correlation_id)
             # The World stamps the completion with the wait's resume_at.
             data = request.data.replace(resume_at=due[0].resume_at)
             if await self.commit_ahead(replay, request, launch, data=data):
@@ -177,7 +183,7 @@ class RunDelivery:
         else:
             for wait in due:
                 if not writer.stale:
-                    await writer.write(EventRequest.of("wait_completed", wait.correlation_id))
+                    await writer.write(wait_completed_request(wait.correlation_id))
         try:
             while True:
                 if writer.ended:
@@ -291,7 +297,7 @@ class RunDelivery:
         """Run one attempt inline: ``step_started`` (unless batched), body, outcome."""
         world, writer, limits = self.world, self.writer, self.limits
         if started is None:
-            started = await writer.write(EventRequest.of("step_started", state.correlation_id))
+            started = await writer.write(step_started_request(state.correlation_id))
         if started is None or writer.stale:
             return None
         attempt = int(started.data.get("attempt", 1))
@@ -364,6 +370,10 @@ class RunDelivery:
         done = replay.done
         if done:
             requests.append(_terminal_request(replay))
+        elif (step := replay.single_new_step()) is not None:
+            # The commonest case: the workflow called its next step, nothing else.
+            created, queued = _creations([step], limits.inline_steps, limits)
+            requests += created
         else:
             # Only what may share a batch rides along; a hook or an attribute change
             # (and everything after it) is written by the main loop, alone.
@@ -388,7 +398,7 @@ class RunDelivery:
             await self.write_outcome(request)
             writer.stale = True  # the replay saw the outcome at a position it may not have
             return False
-        if not written or written[0] != provisional:
+        if not written or not _same_event(written[0], provisional):
             writer.stale = True
             return False
         if requests[-1].type is Types.RUN_FAILED:
@@ -481,6 +491,24 @@ class RunDelivery:
         _log_run_failed(self.writer.run_id, error, code)
 
 
+def _same_event(event: Event, expected: Event) -> bool:
+    """``event == expected``, field by field, the payload last and by identity first.
+
+    (What ``Event.__eq__`` compares, without its two tuples; the World usually
+    stores the very payload the request carried.)
+    """
+    return event is expected or (
+        event.__class__ is expected.__class__
+        and event.seq == expected.seq
+        and event.type is expected.type
+        and event.created_at == expected.created_at
+        and event.correlation_id == expected.correlation_id
+        and event.run_id == expected.run_id
+        and event.in_band == expected.in_band
+        and (event.data is expected.data or event.data == expected.data)
+    )
+
+
 def _log_run_failed(run_id: str, error: object, code: str) -> None:
     """The run's end, when it failed: its id, the code, the error with its traceback."""
     if not isinstance(error, BaseException) or not failures_log.isEnabledFor(logging.ERROR):
@@ -500,7 +528,7 @@ def _terminal_request(replay: Replay) -> EventRequest:
     ok, value = replay.outcome()
     if ok:
         try:
-            return EventRequest.of("run_completed", output=serialize(value, root="workflow result"))
+            return run_completed_request(serialize(value, root="workflow result"))
         except SerializationError as exc:
             value = exc
     return EventRequest.of("run_failed", error=error_bytes(value), error_code="USER_ERROR")
@@ -525,22 +553,25 @@ def _single_request(
 
 
 def _creations(
-    commands: list[StepCommand | WaitCommand], capacity: int, limits: Limits
+    commands: list[StepCommand | WaitCommand] | list[StepState],
+    capacity: int,
+    limits: Limits,
 ) -> tuple[list[EventRequest], list[str]]:
     """The writes that create ``commands``, and the steps among them to queue.
 
     Up to ``capacity`` new steps are born running (``step_started`` in the same
     batch) for this delivery to run inline; with ``queue_steps`` the others go
-    to the queue, else they wait here for a free slot.
+    to the queue, else they wait here for a free slot.  A step is given by its
+    command or by the replay's state of it (the same three fields).
     """
     requests: list[EventRequest] = []
     queued: list[str] = []
     for command in commands:
-        if not isinstance(command, StepCommand):
+        if isinstance(command, WaitCommand):
             requests.append(_request(command))
         elif capacity > 0:
             requests.append(_request(command))
-            requests.append(EventRequest.of("step_started", command.correlation_id))
+            requests.append(step_started_request(command.correlation_id))
             capacity -= 1
         elif limits.queue_steps and command.definition.kind != "nested":
             requests.append(_request(command, inline=False))
@@ -563,13 +594,11 @@ async def _dispatch(
         )
 
 
-def _request(command: StepCommand | WaitCommand, *, inline: bool = True) -> EventRequest:
-    if isinstance(command, StepCommand):
-        return EventRequest.of(
-            "step_created",
-            command.correlation_id,
-            step_name=command.definition.step_id,
-            input=command.input,
-            inline=inline,
-        )
-    return EventRequest.of("wait_created", command.correlation_id, resume_at=command.resume_at)
+def _request(
+    command: StepCommand | WaitCommand | StepState, *, inline: bool = True
+) -> EventRequest:
+    if isinstance(command, WaitCommand):
+        return EventRequest.of("wait_created", command.correlation_id, resume_at=command.resume_at)
+    return step_created_request(
+        command.correlation_id, command.definition.step_id, command.input, inline
+    )

@@ -63,10 +63,25 @@ class RunDeterminism:
     """A run's clock and random generator, installed while its workflow code runs."""
 
     def __init__(self, *, run_id: str, clock: Callable[[], float]) -> None:
-        seed = int.from_bytes(hashlib.sha256(f"durasim:{run_id}".encode()).digest()[:16], "big")
-        self.random = random.Random(seed)  # noqa: S311 -- replayable, not secret
+        self.run_id = run_id
         self.clock = clock
         self._active: _Active | None = None
+        self._random: random.Random | None = None
+
+    @property
+    def random(self) -> random.Random:
+        """The run's generator, seeded from the run id.
+
+        Made the first time workflow code draws from it (most runs never do: seeding
+        a generator is much of a run's fixed cost); the seed depends on the run id
+        alone, so the values drawn are the same whenever it is made.
+        """
+        generator = self._random
+        if generator is None:
+            digest = hashlib.sha256(f"durasim:{self.run_id}".encode()).digest()
+            seed = int.from_bytes(digest[:16], "big")
+            generator = self._random = random.Random(seed)  # noqa: S311 -- replayable
+        return generator
 
     def active(self) -> _Active:
         """Make this run's clock and randomness the thread's while workflow code runs."""
@@ -79,6 +94,21 @@ class RunDeterminism:
             if self._active is None:
                 self._active = active
         return active
+
+    def run(self, body: Callable[[], object]) -> None:
+        """Call ``body`` with this run's clock and randomness the thread's.
+
+        What ``with self.active(): body()`` does, in one call (the replay runs
+        workflow code this way once per event delivered).
+        """
+        if not _installed:
+            _install_once()
+        previous = _state.run
+        _state.run = self
+        try:
+            body()
+        finally:
+            _state.run = previous
 
 
 class _Active:

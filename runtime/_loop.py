@@ -21,8 +21,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import functools
 import itertools
+import sys
 import threading
+import types
 from asyncio import events
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, TypeVar, TypeVarTuple, Unpack
@@ -51,35 +54,61 @@ class _Routes:
     that runs no workflow) the module holds its own function.  While installed, a
     replacement is also seen by other threads: each checks :func:`in_workflow`
     and calls the original elsewhere.
+
+    This runs twice per event a workflow handles, so a plain module's attribute is
+    read and replaced as an item of its ``__dict__`` (``getattr``/``setattr`` cost
+    twice as much, a ``dict.update`` on a module's namespace more still); an owner
+    that is not a plain module (or a name its ``__dict__`` lacks) goes through
+    ``getattr``/``setattr``.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._running = 0
         self._routes: dict[tuple[int, str], tuple[Any, str, object]] = {}
+        #: (namespace, name, replacement): a plain module's attribute, as its item.
+        self._plan: tuple[tuple[dict[str, Any], str, object], ...] = ()
+        #: (owner, name, replacement) for anything else.
         self._table: tuple[tuple[Any, str, object], ...] = ()
-        self._saved: list[tuple[Any, str, object]] = []
+        self._saved: list[tuple[dict[str, Any], str, object]] = []
+        self._saved_attrs: list[tuple[Any, str, object]] = []
 
     def add(self, owner: Any, name: str, replacement: object) -> None:
         with self._lock:
             self._routes[(id(owner), name)] = (owner, name, replacement)
-            self._table = tuple(self._routes.values())
+            plan: list[tuple[dict[str, Any], str, object]] = []
+            table: list[tuple[Any, str, object]] = []
+            for routed, attribute, value in self._routes.values():
+                if type(routed) is types.ModuleType and attribute in vars(routed):
+                    plan.append((vars(routed), attribute, value))
+                else:
+                    table.append((routed, attribute, value))
+            self._plan, self._table = tuple(plan), tuple(table)
 
     def enter(self) -> None:
         with self._lock:
             self._running += 1
             if self._running == 1:
                 saved = self._saved = []
-                for owner, name, replacement in self._table:
-                    saved.append((owner, name, getattr(owner, name)))
-                    setattr(owner, name, replacement)
+                for namespace, name, replacement in self._plan:
+                    saved.append((namespace, name, namespace[name]))
+                    namespace[name] = replacement
+                if self._table:
+                    attrs = self._saved_attrs = []
+                    for owner, name, replacement in self._table:
+                        attrs.append((owner, name, getattr(owner, name)))
+                        setattr(owner, name, replacement)
 
     def exit(self) -> None:
         with self._lock:
             self._running -= 1
             if self._running == 0:
-                for owner, name, saved in self._saved:
-                    setattr(owner, name, saved)
+                for namespace, name, value in self._saved:
+                    namespace[name] = value
+                if self._saved_attrs:
+                    for owner, name, saved in self._saved_attrs:
+                        setattr(owner, name, saved)
+                    self._saved_attrs = []
 
 
 _routes = _Routes()
@@ -94,12 +123,25 @@ def route_while_running(owner: Any, name: str, replacement: object) -> None:
     _routes.add(owner, name, replacement)
 
 
+_future_init = asyncio.Future.__init__
+
+#: ``asyncio.current_task(loop)`` for a given loop.  On Python 3.11 that function is
+#: written in Python and returns ``_current_tasks.get(loop)``: that dict's own ``get``
+#: then, a frame less per run of workflow code (later versions: the function itself).
+_tasks_by_loop = getattr(asyncio.tasks, "_current_tasks", None)
+_current_task: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None] = (
+    _tasks_by_loop.get
+    if sys.version_info < (3, 12) and type(_tasks_by_loop) is dict
+    else asyncio.current_task
+)
+
+
 class WorkflowFuture(asyncio.Future[T]):
     """A future whose hash is its creation number on its loop (deterministic set order)."""
 
     def __init__(self, *, loop: WorkflowLoop) -> None:
         self._durasim_number = next(loop.numbers)
-        super().__init__(loop=loop)
+        _future_init(self, loop=loop)  # super().__init__ without the super object
 
     def __hash__(self) -> int:
         return self._durasim_number
@@ -176,7 +218,7 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         # The task of the loop we run inside (a worker's delivery) steps aside while
         # ours run: from Python 3.14 a thread has one running task, and entering a
         # workflow task while the outer one is current is refused.
-        outer_task = asyncio.current_task(outer) if outer is not None else None
+        outer_task = _current_task(outer) if outer is not None else None
         if outer is not None and outer_task is not None:
             asyncio.tasks._leave_task(outer, outer_task)
         previous = getattr(_state, "loop", None)
@@ -302,9 +344,10 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
 
     # -- the rest of the loop API ---------------------------------------------------
 
-    def get_debug(self) -> bool:
-        """Never in debug mode (debug mode reads the wall clock)."""
-        return False
+    #: Never in debug mode (debug mode reads the wall clock).  Asked by every future,
+    #: task and handle made: ``bool()`` (a ``partial`` binds no ``self``) answers
+    #: ``False`` without a Python frame.
+    get_debug: Callable[[], bool] = functools.partial(bool)
 
     def set_debug(self, enabled: bool) -> None:
         """Ignored."""

@@ -139,11 +139,26 @@ async def load_log(world: World, run_id: str, *, after_seq: int = 0) -> tuple[li
         events.extend(page.events)
     # The fence count is the in-band events of exactly the prefix we hold: if
     # another orchestrator wrote past it, our first write is refused, as it must be.
-    return events, sum(1 for e in events if e.in_band)
+    in_band = 0
+    for event in events:
+        if event.in_band:
+            in_band += 1
+    return events, in_band
 
 
 def _terminal(events: list[Event]) -> Event | None:
-    return next((e for e in events if e.type in RUN_TERMINAL_TYPES), None)
+    for event in events:
+        if event.type in RUN_TERMINAL_TYPES:
+            return event
+    return None
+
+
+def _first_started(events: list[Event]) -> Event | None:
+    """The log's ``run_started`` (second in a log the runtime wrote), if it holds one."""
+    for event in events:
+        if event.type is Types.RUN_STARTED:
+            return event
+    return None
 
 
 async def run_delivery(
@@ -243,9 +258,11 @@ async def run_delivery(
         log.error("run %s: %s; leaving it to a worker that has it", run_id, exc)
         report.status = _UNAVAILABLE
         return
-    if not any(e.type is Types.RUN_STARTED for e in events):
+    begun = _first_started(events)
+    if begun is None:
         await writer.write(EventRequest.of("run_started"))
-    started = next(e for e in events if e.type is Types.RUN_STARTED).created_at
+        begun = next(e for e in events if e.type is Types.RUN_STARTED)
+    started = begun.created_at
     delivery.metadata = WorkflowMetadata(
         run_id=run_id,
         workflow_id=definition.workflow_id,

@@ -42,7 +42,7 @@ from typing import Any
 from durasim.worlds import Event, EventType, Types
 
 from .serialization import PREFIX, ClassRegistry, FrozenValues, SerializationError, deserialize
-from .serialization._api import NOT_PLAIN, loads_plain, plain_scalar
+from .serialization._api import NOT_PLAIN, loads_plain, plain_call, plain_scalar
 
 __all__ = [
     "RECORD_TYPES",
@@ -66,6 +66,8 @@ RECORD_TYPES = frozenset({Types.STEP_CREATED, *_RECORD_FIELDS})
 RUN_INPUT_RECORD = "@1"
 #: The kind byte ``f``: a payload that refers to other records (docs/serialization.md).
 _FROZEN_HEAD = PREFIX + b"f"
+#: How many encoded calls :meth:`RunPayloads.plain_call_of` may hold (steps in flight).
+_CALLS_KEPT = 256
 #: The kind byte ``j``: plain JSON, which holds no frozen container.
 _PLAIN_HEAD = PREFIX + b"j"
 
@@ -147,6 +149,8 @@ class RunPayloads:
         self._indexed: set[str] = set()  # records the writer holds (encoded or decoded)
         self._writer = FrozenValues(_Referable(self.records, self._refused), registry=registry)
         self._reader: FrozenValues | None = None
+        #: correlation id -> (input bytes, args, kwargs) of plain calls encoded here.
+        self._calls: dict[str, tuple[bytes, tuple[Any, ...], dict[str, Any]]] = {}
 
     @classmethod
     def from_log(
@@ -169,12 +173,69 @@ class RunPayloads:
             if computed is not None and computed != event.data.get("input"):
                 self._refused.add(key)
 
+    def note_step_input(self, key: str, data: object) -> None:
+        """:meth:`note` of a ``step_created`` event: its correlation id, its ``input``."""
+        if key and not key.startswith("@") and type(data) is bytes:
+            self.records._bytes.setdefault(key, data)  # a repeated creation is refused
+        computed = self._computed.pop(key, None)
+        if computed is not None and computed != data:
+            self._refused.add(key)
+
+    def note_record(self, key: str, data: object) -> None:
+        """:meth:`note` of an event whose payload is record ``key`` (``@<seq>``)."""
+        if type(data) is bytes:
+            self.records._bytes.setdefault(key, data)
+
     def encode_step_input(self, correlation_id: str, value: object, *, root: str) -> bytes:
         """Encode a step's input, referring to the stored frozen values it holds."""
         data = self._writer.serialize(value, record=correlation_id, root=root)
         self._computed[correlation_id] = data
         self._indexed.add(correlation_id)
         return data
+
+    def encode_step_call(
+        self,
+        correlation_id: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        closure: dict[str, Any],
+        *,
+        step_name: str,
+    ) -> bytes:
+        """Encode a step call's input: :meth:`encode_step_input` of its three parts.
+
+        ``step_name`` names the input in error paths (``<name>(...)``).
+
+        A call of JSON scalars with no closure (the commonest) is written by
+        :func:`~.serialization._api.plain_call` (the same bytes), the rest as before;
+        such a call's arguments are kept for :meth:`plain_call_of` (``kwargs`` is
+        the call's own dict: the caller passes it on and keeps no hold of it).
+        """
+        # (An empty closure that is the kwargs dict itself is a shared reference.)
+        data = None if closure or kwargs is closure else plain_call(args, kwargs)
+        if data is None:
+            value = {"args": list(args), "kwargs": kwargs, "closure": closure}
+            return self.encode_step_input(correlation_id, value, root=f"{step_name}(...)")
+        self._writer.take_plain(correlation_id)
+        self._computed[correlation_id] = data
+        self._indexed.add(correlation_id)
+        if len(self._calls) < _CALLS_KEPT:
+            self._calls[correlation_id] = (data, args, kwargs)
+        return data
+
+    def plain_call_of(
+        self, correlation_id: str, data: bytes
+    ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+        """The arguments of a call :meth:`encode_step_call` wrote as ``data``, once; else None.
+
+        What decoding ``data`` gives (its arguments are JSON scalars, which
+        round-trip exactly), without decoding it: for the step body's first
+        attempt in this process.  Copy the dict before handing it out.
+        """
+        call = self._calls.pop(correlation_id, None)
+        if call is None or call[0] != data:
+            return None
+        return call[1], call[2]
 
     def decode_computed(self, data: bytes) -> Any:
         """Decode bytes this replay's encoder made (its numbering), indexing nothing.
@@ -196,8 +257,10 @@ class RunPayloads:
 
         Only for events that carry a record (a step's result, a hook payload).
         """
-        data = event.data[_RECORD_FIELDS[event.type]]
-        key = f"@{event.seq}"
+        return self.decode_record(f"@{event.seq}", event.data[_RECORD_FIELDS[event.type]])
+
+    def decode_record(self, key: str, data: bytes) -> Any:
+        """:meth:`decode_event` of record ``key`` (``@<seq>``) whose bytes are ``data``."""
         if self._refused and self._through_refused(data):
             # This replay's numbering of a refused input is not the log's: read
             # the payload from the recorded bytes; nothing may refer to it either.

@@ -41,7 +41,6 @@ from ._hooks import HookConflict, HookState, new_token
 from ._loop import WorkflowFuture, WorkflowLoop
 from ._metadata import WORKFLOW_METADATA, WorkflowMetadata
 from ._patches import PATCH_ATTR, PATCH_PREFIX
-from ._payloads import RECORD_TYPES as _RECORD_TYPES
 from ._payloads import RunPayloads
 from ._sandbox_check import check_workflow
 from ._signals import CANCEL_ATTR
@@ -181,6 +180,12 @@ def _moment(seconds: float) -> datetime:
     return datetime.fromtimestamp(round(seconds * 1_000_000) / 1_000_000, UTC)
 
 
+def _enter_run(replay: Replay, metadata: WorkflowMetadata) -> None:
+    """Set the workflow task's context variables (in its context: one ``run`` for both)."""
+    STEP_CALLER.set(replay)
+    WORKFLOW_METADATA.set(metadata)
+
+
 class Replay:
     """A workflow run being replayed over its log (see the module docstring).
 
@@ -217,6 +222,8 @@ class Replay:
         self._legacy_ids = False  # the log numbers hooks and timers per run (hook#<n>)
         self._order = 0
         self._task: asyncio.Task[Any] | None = None
+        #: Whether the workflow function returned or raised (kept by :meth:`_run`).
+        self.done = False
         self._uncreated: dict[str, StepState | WaitState | HookState | _Pending] = {}
         self.hooks: dict[str, HookState] = {}
         self._recorded_tokens: dict[str, str] = {}
@@ -245,11 +252,15 @@ class Replay:
         got the first time (it may have passed it to a step or a sender) before
         the ``hook_created`` event is delivered.
         """
+        horizon = self.horizon
         for event in events:
-            if event.type not in _NOT_PROGRESS and event.seq > self.horizon:
-                self.horizon = event.seq
-            if event.type not in _PRELOADED:
-                continue  # a step's or a run's event: nothing below applies
+            kind = event.type
+            if kind not in _PRELOADED:  # a step's or a run's event: only its position
+                if kind not in _NOT_PROGRESS and event.seq > horizon:
+                    horizon = self.horizon = event.seq
+                continue
+            if event.seq > horizon:  # (no event read below is in _NOT_PROGRESS)
+                horizon = self.horizon = event.seq
             if event.type is Types.ATTR_SET and (event.correlation_id or "").startswith(
                 PATCH_PREFIX
             ):
@@ -265,11 +276,24 @@ class Replay:
         """Events just committed: learn what :meth:`preload` learns, deliver the new ones.
 
         Those already consumed were delivered ahead of their commit (run-ahead).
+        The others are what :meth:`deliver` does with them: an event next in line,
+        at the moment the loop's clock already shows, with a handler, goes to its
+        handler here (a batch the runtime just wrote: a frame less per event);
+        anything else goes through :meth:`deliver` itself, which judges it.
         """
         self.preload(events)
         for event in events:
-            if event.seq > self.consumed:
+            seq = event.seq
+            if seq <= self.consumed:
+                continue
+            handler = _HANDLERS.get(event.type)
+            if handler is None or seq != self.consumed + 1 or event.created_at is not self._time_of:
                 self.deliver(event)
+                continue
+            self.consumed = seq
+            handler(self, event)
+            if self._ready:
+                self._run()
 
     def begin(self) -> None:
         """Decode the input, start the workflow and run it until it waits."""
@@ -284,9 +308,9 @@ class Replay:
         else:
             failure = None
         context = contextvars.copy_context()
-        context.run(STEP_CALLER.set, self)
         context.run(
-            WORKFLOW_METADATA.set,
+            _enter_run,
+            self,
             WorkflowMetadata(
                 run_id=self.run_id,
                 workflow_id=self.definition.workflow_id,
@@ -316,8 +340,7 @@ class Replay:
                 seq=event.seq,
             )
         self.consumed = event.seq
-        if event.type in _RECORD_TYPES:
-            self.payloads.note(event)
+        # (The handler of an event that carries a record notes it first: _RECORD_TYPES.)
         at = event.created_at
         if at is not self._time_of:  # a batch's events share their time
             self._time_of = at
@@ -333,16 +356,15 @@ class Replay:
         """Run the workflow until it waits (callers check that something is ready)."""
         # Measured outside the sandbox: inside it, perf_counter is the run's clock.
         began = wall_perf_counter()
-        with self.determinism.active():
-            self.loop.run_ready()
+        try:
+            self.determinism.run(self.loop.run_ready)
+        finally:
+            # Only running the loop ends the workflow's task.
+            task = self._task
+            self.done = task is not None and task.done()
         self.busy_seconds += wall_perf_counter() - began
 
     # -- outcome ------------------------------------------------------------------------
-
-    @property
-    def done(self) -> bool:
-        """Whether the workflow function returned or raised."""
-        return self._task is not None and self._task.done()
 
     def outcome(self) -> tuple[bool, Any]:
         """``(True, value)`` if the workflow returned, ``(False, exception)`` if it raised."""
@@ -385,6 +407,19 @@ class Replay:
                 commands.append(state.command)
         return commands
 
+    def single_new_step(self) -> StepState | None:
+        """The step call that is the only new command, if so (else ``None``).
+
+        When it returns a state, :meth:`new_commands` is that one step's command
+        (the same correlation id, definition and input), without building it.
+        """
+        if len(self._uncreated) != 1:
+            return None
+        for state in self._uncreated.values():
+            if type(state) is StepState and not state.future.cancelled():
+                return state
+        return None
+
     def open_steps(self) -> list[StepState]:
         """Steps in the log without an outcome, in creation order."""
         return list(self._open_steps.values())
@@ -412,10 +447,8 @@ class Replay:
         # same way on every replay, and the caller's objects are never shared
         # with the step (pass by value).  Frozen values already stored are
         # written by reference (same bytes on every replay: see _payloads).
-        data = self.payloads.encode_step_input(
-            correlation_id,
-            {"args": list(args), "kwargs": kwargs, "closure": closure},
-            root=f"{definition.name}(...)",
+        data = self.payloads.encode_step_call(
+            correlation_id, args, kwargs, closure, step_name=definition.name
         )
         self._order += 1
         state = StepState(
@@ -634,17 +667,24 @@ class Replay:
     def _on_structural(self, event: Event) -> None:
         return None
 
+    def _on_noted(self, event: Event) -> None:
+        """An event whose record is all the replay takes from it (``run_created``)."""
+        self.payloads.note(event)
+
     def _on_step_created(self, event: Event) -> None:
-        state = self.steps.get(event.correlation_id or "") or self._step(event)
+        key = event.correlation_id or ""
+        get = event.data.get
+        recorded = get("input")
+        self.payloads.note_step_input(key, recorded)
+        state = self.steps.get(key) or self._step(event)
         if state.created:
             return  # a second creation is refused by the World; inert if seen
-        name = event.data.get("step_name")
-        if name != state.definition.step_id:
+        definition = state.definition
+        if get("step_name") != definition.step_id:
             raise self._diverged(
-                event, f"the workflow calls step {state.definition.step_id!r} under that id"
+                event, f"the workflow calls step {definition.step_id!r} under that id"
             )
-        recorded = event.data.get("input")
-        if state.definition.check_input and recorded != state.input:
+        if recorded != state.input and definition.check_input:
             self._check_payload(
                 event,
                 f"the input of step {state.definition.name} ({state.correlation_id})",
@@ -657,9 +697,9 @@ class Replay:
             state.input = recorded  # every execution runs with what the log holds
         state.created = True
         state.created_seq = event.seq
-        state.inline = bool(event.data.get("inline", True))
-        self._uncreated.pop(state.correlation_id, None)
-        self._open_steps[state.correlation_id] = state
+        state.inline = bool(get("inline", True))
+        self._uncreated.pop(key, None)
+        self._open_steps[key] = state
 
     def _on_step_started(self, event: Event) -> None:
         state = self.steps.get(event.correlation_id or "") or self._step(event)
@@ -671,6 +711,23 @@ class Replay:
     def _on_step_retrying(self, event: Event) -> None:
         state = self._step(event)
         state.retry_after = event.data.get("retry_after")
+
+    def _on_step_completed(self, event: Event) -> None:
+        key, data = f"@{event.seq}", event.data.get("result")
+        payloads = self.payloads
+        payloads.note_record(key, data)
+        state = self.steps.get(event.correlation_id or "") or self._step(event)
+        if state.done:
+            return  # first outcome in log order wins; later ones are inert
+        state.done = True
+        self._open_steps.pop(state.correlation_id, None)
+        future = state.future
+        if future.cancelled():
+            return
+        if type(data) is bytes:
+            future.set_result(payloads.decode_record(key, data))
+        else:
+            future.set_result(payloads.decode_event(event))
 
     def _on_step_outcome(self, event: Event) -> None:
         state = self.steps.get(event.correlation_id or "") or self._step(event)
@@ -741,6 +798,7 @@ class Replay:
                 waiter.set_exception(error or RuntimeError("hook conflict"))
 
     def _on_hook_received(self, event: Event) -> None:
+        self.payloads.note(event)
         state = self._hook(event)
         try:
             payload: Any = self.payloads.decode_event(event)
@@ -892,7 +950,7 @@ _NUMBERED = frozenset({Types.HOOK_CREATED, Types.HOOK_CONFLICT, Types.WAIT_CREAT
 _PRELOADED = _HOOK_BIRTHS | _NUMBERED | {Types.ATTR_SET}
 
 _HANDLERS: dict[EventType, Callable[[Replay, Event], None]] = {
-    Types.RUN_CREATED: Replay._on_structural,
+    Types.RUN_CREATED: Replay._on_noted,
     Types.RUN_STARTED: Replay._on_structural,
     Types.NOOP: Replay._on_structural,
     # The run's end: nothing is waiting for it (a cancel reaches the workflow in part 2).
@@ -902,7 +960,7 @@ _HANDLERS: dict[EventType, Callable[[Replay, Event], None]] = {
     Types.STEP_CREATED: Replay._on_step_created,
     Types.STEP_STARTED: Replay._on_step_started,
     Types.STEP_RETRYING: Replay._on_step_retrying,
-    Types.STEP_COMPLETED: Replay._on_step_outcome,
+    Types.STEP_COMPLETED: Replay._on_step_completed,
     Types.STEP_FAILED: Replay._on_step_outcome,
     Types.HOOK_CREATED: Replay._on_hook_created,
     Types.HOOK_CONFLICT: Replay._on_hook_conflict,

@@ -32,6 +32,7 @@ import attrs
 
 from durasim.worlds import EventRequest
 from durasim.worlds._build import builder
+from durasim.worlds._events import step_completed_request
 
 from ._authoring import StepDef, with_closure
 from ._determinism import wall_monotonic, wall_perf_counter
@@ -211,16 +212,21 @@ async def _execute_step(
                 correlation_id,
                 extra={"run_id": workflow.run_id, "step_id": correlation_id, "attempt": attempt},
             )
-            return _outcome(
-                request=EventRequest.of("step_completed", correlation_id, result=seeded)
-            )
+            return _outcome(request=step_completed_request(correlation_id, seeded))
     try:
-        payload = loads_plain(input)  # the common input, JSON scalars: no codec needed
-        if payload is NOT_PLAIN:
-            payload = decode_payload(input, payloads, record=correlation_id)
-        args, kwargs = list(payload["args"]), dict(payload["kwargs"])
-        closure = payload.get("closure") or {}
-        fn = with_closure(definition.fn, closure) if closure else definition.fn
+        # The call this process's replay just encoded, when the log holds its bytes:
+        # its scalars are what decoding them gives.
+        call = payloads.plain_call_of(correlation_id, input) if payloads is not None else None
+        if call is not None:
+            args, kwargs = list(call[0]), dict(call[1])
+            fn = definition.fn
+        else:
+            payload = loads_plain(input)  # the common input, JSON scalars: no codec needed
+            if payload is NOT_PLAIN:
+                payload = decode_payload(input, payloads, record=correlation_id)
+            args, kwargs = list(payload["args"]), dict(payload["kwargs"])
+            closure = payload.get("closure") or {}
+            fn = with_closure(definition.fn, closure) if closure else definition.fn
     except (SerializationError, KeyError, TypeError) as exc:
         error = FatalError(f"step input cannot be decoded: {exc}")
         return _failed(correlation_id, error, _Attempt(definition, workflow.run_id, attempt))
@@ -270,7 +276,7 @@ async def _execute_step(
         WORKFLOW_METADATA.reset(workflow_token)
     scalar = plain_scalar(result)  # the common result: refers to nothing
     if scalar is not None:
-        return _outcome(request=EventRequest.of("step_completed", correlation_id, result=scalar))
+        return _outcome(request=step_completed_request(correlation_id, scalar))
     try:
         root = f"result of step {definition.name}"
         if payloads is None:
@@ -279,7 +285,7 @@ async def _execute_step(
             data = payloads.encode_result(result, root=root)
     except SerializationError as exc:
         return _failed(correlation_id, exc, _Attempt(definition, workflow.run_id, attempt))
-    return _outcome(request=EventRequest.of("step_completed", correlation_id, result=data))
+    return _outcome(request=step_completed_request(correlation_id, data))
 
 
 @attrs.frozen

@@ -146,11 +146,12 @@ class VersionPolicy:
         """The versions served (explicit: one; derived: one per workflow module)."""
         if self.deployment is not None:
             return [self.deployment]
-        definitions = list(all_workflows())
-        key = (os.environ.get(DEPLOYMENT_ENV), len(definitions))
+        # Keyed by the registry's size (what the list of it would hold): asked a
+        # few times per delivery, the registry is listed only when it changed.
+        key = (os.environ.get(DEPLOYMENT_ENV), len(_WORKFLOWS))
         cached = _served.get(key)
         if cached is None:
-            found = {deployment_of(d) for d in definitions}
+            found = {deployment_of(d) for d in all_workflows()}
             cached = _served[key] = sorted(d for d in found if d is not None)
         return cached
 

@@ -619,6 +619,116 @@ class _Checks(dict[str, "_Common | None"]):
 _COMMON: Final = _Checks()
 
 
+# --- the runtime's own requests -------------------------------------------------
+#
+# The runtime builds three requests a step (step_created, step_started, and the
+# outcome) from values it made itself: bytes it serialized, ids it formatted.
+# These builders give exactly what ``EventRequest.of`` gives for the same
+# arguments (the same frozen request, marked validated, its payload in schema
+# order) without the call's keyword dict, the type's lookup and the field loop.
+# Each still takes its values only in the form the one-pass check takes as is (a
+# correlation id already found well formed, exact ``bytes``, short ASCII text):
+# any other value goes to ``EventRequest.of`` itself, which accepts or refuses it
+# as it always did.  tests/worlds/test_trusted_requests.py proves the equality.
+
+_new_object = object.__new__
+_set_request_type = EventRequest.__dict__["type"].__set__
+_set_request_correlation_id = EventRequest.__dict__["correlation_id"].__set__
+_set_request_data = EventRequest.__dict__["data"].__set__
+_set_request_validated = EventRequest.__dict__["_validated"].__set__
+#: The payload of every request without fields (immutable: shared).
+_EMPTY: Final = Payload()
+
+
+def _trusted(
+    event_type: EventType, correlation_id: str | None, items: dict[str, Any]
+) -> EventRequest:
+    """The request ``validate_request`` would build from these checked parts."""
+    if items:
+        payload: Payload = _new_object(Payload)
+        payload._items = items  # owned: nothing else holds the dict
+        payload.get = items.get  # type: ignore[method-assign,assignment]
+    else:
+        payload = _EMPTY
+    request: EventRequest = _new_object(EventRequest)
+    _set_request_type(request, event_type)
+    _set_request_correlation_id(request, correlation_id)
+    _set_request_data(request, payload)
+    _set_request_validated(request, True)
+    return request
+
+
+def _known_id(correlation_id: object) -> bool:
+    """Whether ``correlation_id`` is well formed (remembered as the one-pass checks do)."""
+    if type(correlation_id) is not str:
+        return False
+    if correlation_id in _WELL_FORMED_IDS:
+        return True
+    if not _CORRELATION_ID.fullmatch(correlation_id):
+        return False
+    if len(_WELL_FORMED_IDS) >= _KNOWN_IDS_MAX:
+        _WELL_FORMED_IDS.clear()
+    _WELL_FORMED_IDS.add(correlation_id)
+    return True
+
+
+def step_created_request(
+    correlation_id: str, step_name: str, input: bytes, inline: bool
+) -> EventRequest:
+    """``EventRequest.of("step_created", correlation_id, step_name=..., input=..., inline=...)``."""
+    if (
+        type(input) is bytes
+        and type(inline) is bool
+        and type(step_name) is str
+        and step_name
+        and step_name.isascii()
+        and len(step_name) <= _FAST_MAX_CHARS
+        and "\x00" not in step_name
+        and _known_id(correlation_id)
+    ):
+        return _trusted(
+            Types.STEP_CREATED,
+            correlation_id,
+            {"step_name": step_name, "input": input, "inline": inline},
+        )
+    return EventRequest.of(
+        "step_created", correlation_id, step_name=step_name, input=input, inline=inline
+    )
+
+
+def step_started_request(correlation_id: str) -> EventRequest:
+    """``EventRequest.of("step_started", correlation_id)``."""
+    if type(correlation_id) is str and correlation_id in _WELL_FORMED_IDS:
+        request: EventRequest = _new_object(EventRequest)
+        _set_request_type(request, Types.STEP_STARTED)
+        _set_request_correlation_id(request, correlation_id)
+        _set_request_data(request, _EMPTY)
+        _set_request_validated(request, True)
+        return request
+    return EventRequest.of("step_started", correlation_id)
+
+
+def step_completed_request(correlation_id: str, result: bytes) -> EventRequest:
+    """``EventRequest.of("step_completed", correlation_id, result=result)``."""
+    if type(result) is bytes and type(correlation_id) is str and correlation_id in _WELL_FORMED_IDS:
+        return _trusted(Types.STEP_COMPLETED, correlation_id, {"result": result})
+    return EventRequest.of("step_completed", correlation_id, result=result)
+
+
+def wait_completed_request(correlation_id: str) -> EventRequest:
+    """``EventRequest.of("wait_completed", correlation_id)``."""
+    if _known_id(correlation_id):
+        return _trusted(Types.WAIT_COMPLETED, correlation_id, {})
+    return EventRequest.of("wait_completed", correlation_id)
+
+
+def run_completed_request(output: bytes) -> EventRequest:
+    """``EventRequest.of("run_completed", output=output)``."""
+    if type(output) is bytes:
+        return _trusted(Types.RUN_COMPLETED, None, {"output": output})
+    return EventRequest.of("run_completed", output=output)
+
+
 def _validate_common(
     type_: EventType | str, correlation_id: str | None, data: Mapping[str, Any]
 ) -> EventRequest | None:

@@ -44,7 +44,6 @@ import asyncio
 import contextlib
 import itertools
 import secrets
-import select
 import time
 import weakref
 from collections.abc import Awaitable, Callable
@@ -52,10 +51,8 @@ from typing import Any, Literal, TypeVar
 
 import psycopg
 import psycopg.errors
-from psycopg.abc import PQGen
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
-from psycopg.waiting import Ready, Wait
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import _postgres_codec as codec
@@ -84,100 +81,6 @@ _RETRY_CONFLICTS = (
 )
 _MAX_CONFLICT_RETRIES = 20
 _IDLE = TransactionStatus.IDLE
-_READY_R, _READY_W = Ready.R, Ready.W
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-class _Direct(psycopg.AsyncConnection[tuple[Any, ...]]):
-    """The connection for one-statement writes: its socket stays watched by the loop.
-
-    psycopg waits for every result by registering the socket with the event
-    loop, arming an interval timer, and unregistering both afterwards: more
-    CPU than the one-statement write costs the server.  This connection
-    registers its socket once, on first use, and each wait is one future.  The
-    statements still go through psycopg's cursors (adaptation, errors, prepared
-    statements: all its own).  A wait with a timeout (psycopg's cancel and close
-    paths) is psycopg's own, with the socket unwatched meanwhile.  A wait
-    cancelled mid-statement leaves the connection busy: its World drops it
-    (``PostgresWorld._check_direct``).
-    """
-
-    _watched: asyncio.AbstractEventLoop | None = None
-    _fd = -1
-    _waiter: asyncio.Future[None] | None = None
-
-    def _readable(self) -> None:
-        if self._waiter is not None:
-            _settle(self._waiter)
-            return
-        # Nobody waits (a notice, the server hanging up between writes): read it
-        # now, or the level-triggered callback would run at every turn of the loop.
-        try:
-            self.pgconn.consume_input()
-        except psycopg.OperationalError:
-            self.unwatch()
-
-    def unwatch(self) -> None:
-        """Stop watching the socket (before it closes); idempotent."""
-        loop, self._watched = self._watched, None
-        if loop is not None and not loop.is_closed():
-            loop.remove_reader(self._fd)
-
-    async def wait(
-        self,
-        gen: PQGen[T],
-        interval: float = 0.1,
-        timeout: float | None = None,  # noqa: ASYNC109 -- psycopg's signature
-    ) -> T:
-        loop = asyncio.get_running_loop()
-        if timeout is not None or (self._watched is not None and self._watched is not loop):
-            self.unwatch()
-            if timeout is None:  # psycopg 3.2's wait has no timeout parameter
-                return await super().wait(gen, interval)
-            return await super().wait(gen, interval, timeout)
-        try:
-            state = next(gen)
-            if self._watched is None:
-                self._fd = self.pgconn.socket
-                loop.add_reader(self._fd, self._readable)
-                self._watched = loop
-            while True:
-                if state & Wait.W:  # sending: the socket is nearly always writable
-                    fd = self._fd
-                    readable, writable, _ = select.select(
-                        [fd] if state & Wait.R else [], [fd], [], 0
-                    )
-                    if writable or readable:
-                        state = gen.send(
-                            (_READY_R if readable else Ready.NONE)
-                            | (_READY_W if writable else Ready.NONE)
-                        )
-                        continue
-                    writer = loop.create_future()
-                    loop.add_writer(fd, _settle, writer)
-                    try:
-                        await writer
-                    finally:
-                        loop.remove_writer(fd)
-                    state = gen.send(_READY_W)
-                    continue
-                self._waiter = loop.create_future()
-                try:
-                    await self._waiter
-                finally:
-                    self._waiter = None
-                state = gen.send(_READY_R)
-        except StopIteration as done:
-            result: T = done.value
-            return result
-
-    async def close(self) -> None:
-        self.unwatch()
-        await super().close()
 
 
 def redact_dsn(dsn: str) -> str:
@@ -488,7 +391,7 @@ class PostgresWorld:
     async def _open_direct(self) -> Conn | None:
         """Open the connection for one-statement writes; ``None`` (use the pool) if it fails."""
         try:
-            conn = await _Direct.connect(
+            conn = await psycopg.AsyncConnection.connect(
                 self.dsn,
                 autocommit=True,
                 application_name=f"durasim:{self.schema}",
@@ -523,8 +426,6 @@ class PostgresWorld:
         if conn.closed or conn.pgconn.transaction_status != _IDLE:
             if self._direct is conn:
                 self._direct = self._direct_cursor = None
-            if isinstance(conn, _Direct):
-                conn.unwatch()
             if not conn.closed:
                 conn.pgconn.finish()
 

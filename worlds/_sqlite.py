@@ -50,7 +50,7 @@ from ._known import KnownRuns
 from ._sqlite_facets import _Events, _Hooks, _Runs, _Steps, _Waits
 from ._sqlite_queue import SQLiteQueue, SQLiteStreams
 from ._sqlite_view import _AssumedWrong
-from ._time import Clock, IdSource, RandomIds, SystemClock
+from ._time import Clock, IdSource, RandomIds, SystemClock, to_micros
 
 __all__ = ["SQLiteWorld"]
 
@@ -66,20 +66,24 @@ _ROWS = sql.ROWS_PER_STATEMENT
 
 
 def _write_rows(
-    db: sqlite3.Connection, statements: tuple[str, ...], params: list[Any], width: int
+    cur: sqlite3.Cursor | sqlite3.Connection,
+    statements: tuple[str, ...],
+    params: list[Any],
+    width: int,
 ) -> int:
     """Run ``statements[n]`` over ``params`` (rows of ``width`` values, flat), n rows at a time.
 
-    Returns the rows changed.
+    Returns the rows changed.  ``cur``: the World's cursor (``Connection.execute``
+    makes and registers a new cursor per call).
     """
     count = len(params) // width
     if count <= _ROWS:
-        return db.execute(statements[count], params).rowcount if count else 0
+        return cur.execute(statements[count], params).rowcount if count else 0
     changed = 0
     step = _ROWS * width
     for start in range(0, len(params), step):
         chunk = params[start : start + step]
-        changed += db.execute(statements[len(chunk) // width], chunk).rowcount
+        changed += cur.execute(statements[len(chunk) // width], chunk).rowcount
     return changed
 
 
@@ -187,7 +191,8 @@ class _WriteTransaction:
 
     def __enter__(self) -> sqlite3.Connection:
         cur, world = self._cur, self._world
-        world._check_writable()
+        if world.read_only:
+            world._check_writable()
         try:
             cur.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
@@ -268,9 +273,8 @@ class SQLiteWorld:
                 "or 'process' (synchronous=NORMAL)"
             )
         self.path = Path(path)
-        self._file = os.fspath(
-            self.path
-        )  # stat'ed before every write: no Path conversion each time
+        # stat'ed before every write: as bytes, so no conversion each time
+        self._file = os.fsencode(self.path)
         self._clock: Clock = clock or SystemClock()
         self._ids: IdSource = ids or RandomIds()
         self._durability = durability
@@ -281,6 +285,7 @@ class SQLiteWorld:
         self._known = KnownRuns(runs=sql.CACHED_RUNS, step_runs=sql.CACHED_STEP_RUNS)
         self._data_version: int | None = None
         self._identity: tuple[int, int] | None = None
+        self._ino = self._dev = -1  # self._identity's, apart
         self._lost: str | None = None
         #: True when the file or its directory is not writable: the World is
         #: opened read-only (it can be inspected) and every write is refused.
@@ -297,6 +302,7 @@ class SQLiteWorld:
         self._cur = self._db.cursor()
         try:
             self._identity = _identity(self.path)
+            self._dev, self._ino = self._identity
             if not self.read_only:
                 self._open()
         except sqlite3.DatabaseError as exc:
@@ -372,12 +378,13 @@ class SQLiteWorld:
         """Refuse to write when the file at ``path`` is no longer the one this World opened."""
         if self._lost is None:
             try:
-                now: tuple[int, int] | None = _identity(self._file)
+                now = os.stat(self._file)
             except OSError:
-                now = None
-            if now == self._identity:
-                return
-            what = "deleted" if now is None else "replaced by another file"
+                what = "deleted"
+            else:
+                if now.st_ino == self._ino and now.st_dev == self._dev:
+                    return
+                what = "replaced by another file"
             self._lost = (
                 f"SQLite World {str(self.path)!r} was {what} while this process had it open: "
                 "writes would go into the unlinked file and be lost, so none is made; stop "
@@ -477,30 +484,39 @@ class SQLiteWorld:
         Raises :class:`_AssumedWrong` when one of them existed after all, or is
         not among the plan's steps (so no INSERT checked it).
         """
+        # The World's connection: its one cursor (Connection.execute makes a cursor per
+        # statement); anything else (a wrapper a test passes) is written through as given.
+        cur: Any = self._cur if db is self._db else db
         run = plan.run
         params: list[Any] = []
         in_band_seq = plan.before.seq_in_band
-        event_row = codec.event_row
+        event_values = codec.event_values
+        moment: Any = None
+        micros = 0
         # For each step the plan changes, the positions of its new input/output/error bytes.
         refs: dict[str, list[int | None]] = {}
         slots = _STEP_REF_SLOT
         for event in plan.events:
             if event.in_band:
                 in_band_seq += 1
-            params += event_row(event, in_band_seq)
+            if event.created_at is not moment:  # a write's events share their time
+                moment = event.created_at
+                micros = to_micros(moment)
+            params += event_values(event, in_band_seq, micros)
             slot = slots.get(event.type)
             if slot is not None:
                 step_id = event.correlation_id
                 if step_id is not None:
-                    if step_id not in refs:
-                        refs[step_id] = [None, None, None]
-                    refs[step_id][slot] = event.seq
-        _write_rows(db, sql.INSERT_EVENTS, params, codec.EVENT_WIDTH)
+                    ref = refs.get(step_id)
+                    if ref is None:
+                        ref = refs[step_id] = [None, None, None]
+                    ref[slot] = event.seq
+        _write_rows(cur, sql.INSERT_EVENTS, params, codec.EVENT_WIDTH)
         if original is None:
-            db.execute(sql.INSERT_RUN, codec.run_to_row(run))
+            cur.execute(sql.INSERT_RUN, codec.run_to_row(run))
         elif run is not original:
             full = codec.run_to_row(run)
-            db.execute(
+            cur.execute(
                 sql.UPDATE_RUN,
                 (*full[2:3], *full[6:10], *full[10:11], *full[12:15], run.run_id),
             )
@@ -515,10 +531,10 @@ class SQLiteWorld:
             for step_id, step in plan.steps.items():
                 params += to_row(step, refs.get(step_id, _NO_REFS))
             if not assumed:
-                _write_rows(db, sql.UPSERT_STEPS, params, codec.STEP_WIDTH)
+                _write_rows(cur, sql.UPSERT_STEPS, params, codec.STEP_WIDTH)
             elif not assumed <= plan.steps.keys():
                 raise _AssumedWrong
-            elif _write_rows(db, sql.CHECKED_STEPS, params, codec.STEP_WIDTH) != len(plan.steps):
+            elif _write_rows(cur, sql.CHECKED_STEPS, params, codec.STEP_WIDTH) != len(plan.steps):
                 raise _AssumedWrong  # a step assumed new exists (see CHECKED_STEPS)
         elif assumed:
             raise _AssumedWrong

@@ -101,44 +101,104 @@ def blob(value: bytes | None) -> Any:
 #: Values per :func:`event_row`.
 EVENT_WIDTH: Final = 10
 
+_CONVERTED_KINDS: Final = frozenset({"bytes", "time"})
+#: Per event type: the field stored raw in the BLOB column, and the other fields
+#: whose values are converted for the JSON (bytes: base64; time: microseconds)
+#: with their kinds.  Every other field goes into the JSON as it is.
+_ENCODING: Final[dict[EventType, tuple[str | None, dict[str, str]]]] = {
+    t: (
+        MAIN_BLOB.get(t),
+        {
+            name: field.kind
+            for name, field in _SCHEMA[t].items()
+            if field.kind in _CONVERTED_KINDS and name != MAIN_BLOB.get(t)
+        },
+    )
+    for t in EventType
+}
+
 
 def event_row(event: Event, in_band_seq: int) -> tuple[Any, ...]:
     """Values for :data:`._sqlite_schema.INSERT_EVENTS`."""
-    data, main = encode_event(event)
-    resume_id = event.data.get("resume_id") if event.type is _RESUME_TYPE else None
+    return event_values(event, in_band_seq, to_micros(event.created_at))
+
+
+def event_values(event: Event, in_band_seq: int, created_at: int) -> tuple[Any, ...]:
+    """:func:`event_row` with the event's time already in microseconds (a write's
+    events share it).  :func:`encode_event` inline: this runs for every event written.
+    """
+    event_type = event.type
+    main, converted = _ENCODING[event_type]
+    raw: Any = NULL
+    rest: list[tuple[str, Any]] | None = None
+    for name, value in event.data._items.items():
+        if name == main:
+            if value is not None:  # small bytes as a bytearray: no adapter lookup (see NULL)
+                raw = bytearray(value) if len(value) < _COPY_BELOW else value
+            continue
+        stored = _converted(converted[name], value) if converted and name in converted else value
+        if rest is None:
+            rest = [(name, stored)]
+        else:
+            rest.append((name, stored))  # changes stay tuples: hashable, JSON arrays
+    if rest is None:
+        text: Any = NULL
+    else:
+        key = tuple(rest)
+        text = _FIELDS_JSON.get(key)
+        if text is None:
+            text = _fields_json(key)
     correlation_id = event.correlation_id
+    resume_id = event.data.get("resume_id") if event_type is _RESUME_TYPE else None
     return (
         event.run_id,
         event.seq,
-        _TEXT[event.type],
-        to_micros(event.created_at),
+        _TEXT[event_type],
+        created_at,
         NULL if correlation_id is None else correlation_id,
         1 if event.in_band else 0,
         in_band_seq,
-        NULL if data is None else data,
-        blob(main),
+        text,
+        raw,
         NULL if resume_id is None else resume_id,
     )
 
 
+#: The JSON of an event's non-blob fields by their (name, value) pairs: they
+#: repeat (step names, writers).  A plain dict read first (no LRU bookkeeping),
+#: emptied when full.  Every field has one kind (the schema's, checked), so
+#: equal pairs (``True == 1``) never mix kinds.
+_FIELDS_JSON: Final[dict[tuple[tuple[str, Any], ...], str]] = {}
+_FIELDS_JSON_MAX: Final = 4096
+
+
+def _fields_json(key: tuple[tuple[str, Any], ...]) -> str:
+    if len(_FIELDS_JSON) >= _FIELDS_JSON_MAX:
+        _FIELDS_JSON.clear()
+    text = _FIELDS_JSON[key] = _JSON.encode(dict(key))
+    return text
+
+
+def _converted(kind: str, value: Any) -> Any:
+    """A bytes or time field's value as stored in the JSON."""
+    if kind == "bytes":
+        return base64.b64encode(value).decode("ascii")
+    return to_micros(value)
+
+
 def encode_event(event: Event) -> tuple[str | None, bytes | None]:
     """The (json, blob) pair stored for ``event.data``."""
-    main = MAIN_BLOB.get(event.type)
+    main, converted = _ENCODING[event.type]
     blob: bytes | None = None
-    rest: dict[str, Any] = {}
-    schema = _SCHEMA[event.type]
+    rest: list[tuple[str, Any]] = []
     for name, value in event.data.items():
         if name == main:
             blob = value
-            continue
-        kind = schema[name].kind
-        if kind == "bytes":
-            rest[name] = base64.b64encode(value).decode("ascii")
-        elif kind == "time":
-            rest[name] = to_micros(value)
+        elif name in converted:
+            rest.append((name, _converted(converted[name], value)))
         else:
-            rest[name] = value  # changes stay tuples: hashable for the cache, JSON arrays
-    text = _encode_fields(tuple(rest.items())) if rest else None
+            rest.append((name, value))  # changes stay tuples: hashable for the cache, JSON arrays
+    text = _encode_fields(tuple(rest)) if rest else None
     return text, blob
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "dumps_tree",
     "loads_body",
     "loads_plain",
+    "plain_call",
     "plain_scalar",
     "serialize",
     "split_payload",
@@ -94,6 +95,48 @@ def plain_scalar(value: object) -> bytes | None:
         if value - value == 0.0:
             return _HEAD_PLAIN + float.__repr__(value).encode("ascii")
     return None
+
+
+def plain_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes | None:
+    """The plain payload of a step input of JSON scalars with no closure; None otherwise.
+
+    The bytes ``serialize`` writes for ``{"args": [*args], "kwargs": kwargs,
+    "closure": {}}`` when every argument is a JSON scalar (the commonest step
+    call): the encoder's own texts of each scalar (as :func:`plain_scalar`),
+    without the plainness walk, the dict and list built for it or the encoder's
+    machinery.  ``None`` leaves anything else (a container, a class, an int out
+    of range, a non-finite float) to the full path.
+    """
+    texts: list[str] = []
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        t = type(value)
+        if t is int:
+            if -INT_LIMIT <= value <= INT_LIMIT:
+                texts.append(int.__repr__(value))
+                continue
+            return None
+        if t is str:
+            texts.append(_ascii_string(value))
+        elif value is None:
+            texts.append("null")
+        elif t is bool:
+            texts.append("true" if value else "false")
+        elif t is float and value - value == 0.0:
+            texts.append(float.__repr__(value))
+        else:
+            return None
+    if not kwargs:
+        return _HEAD_PLAIN + ('{"args":[' + ",".join(texts) + '],"kwargs":{},"closure":{}}').encode(
+            "ascii"
+        )
+    count = len(args)
+    named: list[str] = []
+    for name, text in zip(kwargs, texts[count:], strict=True):
+        if type(name) is not str:
+            return None
+        named.append(_ascii_string(name) + ":" + text)
+    body = '{"args":[' + ",".join(texts[:count]) + '],"kwargs":{' + ",".join(named)
+    return _HEAD_PLAIN + (body + '},"closure":{}}').encode("ascii")
 
 
 NOT_PLAIN = object()

@@ -123,6 +123,19 @@ class FrozenValues:
             self._index(record, encoder.new_nodes, encoder.chains)
         return _frame(list(encoder.deps), tree)
 
+    def take_plain(self, record: str) -> None:
+        """Note record ``record`` encoded as plain JSON by the caller (it refers to nothing).
+
+        What :meth:`serialize` does for a plain value besides writing its bytes:
+        the key is checked unused, then taken.
+
+        Raises:
+            SerializationError: ``record`` was used before.
+        """
+        if record in self._loaded:
+            self._check_new(record)  # raises
+        self._loaded.add(record)
+
     def deserialize(self, data: bytes | bytearray | memoryview, *, record: str | None) -> Any:
         """Decode record ``record``'s bytes, loading the records it refers to.
 
