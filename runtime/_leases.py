@@ -520,13 +520,22 @@ class _LoopWatcher:
         self._answered.clear()
         self._sent = now
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(self._answer)
+            # By weak reference: a loop that does not turn for a while (back-to-back
+            # deliveries on a World whose calls never yield) keeps the ping in its
+            # queue, and must not keep this watcher, its heartbeat and its leases.
+            loop.call_soon_threadsafe(_answer, weakref.ref(self))
 
     def _answer(self) -> None:
         self._answered_at = time.monotonic()
         self._answered.set()
 
     _answered_at: float = 0.0
+
+
+def _answer(ref: weakref.ref[_LoopWatcher]) -> None:
+    watcher = ref()
+    if watcher is not None:
+        watcher._answer()
 
 
 def _describe(names: list[str]) -> str:

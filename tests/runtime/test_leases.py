@@ -332,6 +332,45 @@ def test_a_step_that_begins_after_the_unanswered_ping_is_still_named(
     assert [r.getMessage().split(" has ")[0] for r in warned] == ["step 'blocker'"]
 
 
+def test_an_unanswered_ping_does_not_keep_its_watcher_alive() -> None:
+    # A loop that does not turn (back-to-back deliveries on a World whose calls never
+    # yield) holds every ping in its queue: the ping must not hold the watcher, its
+    # heartbeat state and its leases (10,000 fresh workers kept 6,000 such objects).
+    import gc
+    import weakref
+
+    import durasim.runtime._leases as leases
+
+    loop = asyncio.new_event_loop()  # never run: the ping stays queued
+    try:
+        beat = types.SimpleNamespace(_watched=loop, _watched_thread=None)
+        watcher = leases._LoopWatcher(beat, 1.0)  # type: ignore[arg-type]
+        watcher.check()
+        assert len(loop._ready) == 1  # type: ignore[attr-defined]
+        gone = weakref.ref(watcher)
+        del watcher
+        gc.collect()
+        assert gone() is None
+        loop.run_until_complete(asyncio.sleep(0))  # the queued ping runs, finds nobody
+    finally:
+        loop.close()
+
+
+def test_an_answered_ping_reaches_its_watcher() -> None:
+    import durasim.runtime._leases as leases
+
+    loop = asyncio.new_event_loop()
+    try:
+        beat = types.SimpleNamespace(_watched=loop, _watched_thread=None)
+        watcher = leases._LoopWatcher(beat, 1.0)  # type: ignore[arg-type]
+        watcher.check()
+        assert not watcher._answered.is_set()
+        loop.run_until_complete(asyncio.sleep(0))
+        assert watcher._answered.is_set()
+    finally:
+        loop.close()
+
+
 # -- nothing outlives a drained worker (issue 22) ------------------------------------
 
 
