@@ -345,9 +345,10 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
     # -- the rest of the loop API ---------------------------------------------------
 
     #: Never in debug mode (debug mode reads the wall clock).  Asked by every future,
-    #: task and handle made: ``bool()`` (a ``partial`` binds no ``self``) answers
-    #: ``False`` without a Python frame.
-    get_debug: Callable[[], bool] = functools.partial(bool)
+    #: task and handle made: ``bool()`` answers ``False`` without a Python frame.  The
+    #: staticmethod binds no ``self``: a bare ``partial`` is a method descriptor from
+    #: Python 3.14 (and warns on 3.13), which would make it ``bool(self)``, True.
+    get_debug: Callable[[], bool] = staticmethod(functools.partial(bool))
 
     def set_debug(self, enabled: bool) -> None:
         """Ignored."""

@@ -328,3 +328,21 @@ def test_the_single_new_step_is_what_new_commands_holds() -> None:
                 StepCommand(state.correlation_id, state.definition, state.input)
             ]
     assert seen >= 4
+
+
+def test_the_workflow_loop_is_never_in_debug_mode() -> None:
+    # get_debug answers without a frame; it must stay False on every Python (a bare
+    # functools.partial is a method descriptor from 3.14: it would answer bool(loop)).
+    import warnings
+
+    from durasim.runtime._loop import WorkflowLoop
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loop = WorkflowLoop(on_timer=lambda _: None, on_timer_cancelled=lambda _: None, now=0.0)
+        try:
+            assert loop.get_debug() is False
+            loop.set_debug(True)
+            assert loop.get_debug() is False
+        finally:
+            loop.close()
