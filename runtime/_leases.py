@@ -336,6 +336,11 @@ class _BeatState:
             with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
                 wake.get_loop().call_soon_threadsafe(_resolve, wake)
 
+    def serving(self) -> bool:
+        """Whether a lease is held (a user is in), without taking the World."""
+        with self.lock:
+            return self.users > 0
+
     def in_use(self) -> World | None:
         """The World while a lease is held; None once the last user left."""
         with self.lock:
@@ -426,22 +431,27 @@ async def _beat(state: _BeatState) -> None:
     try:
         while not state.finished():
             watcher.check()
-            world = state.in_use()
-            if world is None:
+            if not state.serving():
                 if renewer is not None:  # the last user left: let the World go
                     with contextlib.suppress(Exception):
                         await renewer.close()
                 renewer = extend = None
             elif state.keeper.due():  # made when first needed, kept while a lease is held
+                # The World is taken only here, when a renewal is due: a beat that finds
+                # nothing to renew never holds it, not even for an instant, so a worker
+                # released meanwhile is freed at once (its beat may be mid-way).
                 if extend is None:
-                    make = getattr(world.queue, "lease_renewer", None)
-                    renewer = make() if make is not None else None
-                    extend = _extender(state, world, renewer)
-                try:
-                    await state.keeper.renew_due(extend)
-                except Exception:  # never let the heartbeat die; the next beat retries
-                    log.exception("lease renewal failed")
-            del world
+                    world = state.in_use()
+                    if world is not None:
+                        make = getattr(world.queue, "lease_renewer", None)
+                        renewer = make() if make is not None else None
+                        extend = _extender(state, world, renewer)
+                    del world
+                if extend is not None:
+                    try:
+                        await state.keeper.renew_due(extend)
+                    except Exception:  # never let the heartbeat die; the next beat retries
+                        log.exception("lease renewal failed")
             await asyncio.wait((wake,), timeout=tick)
     finally:
         if renewer is not None:

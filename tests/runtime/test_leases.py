@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import logging
 import math
+import threading
 import time
 import types
 from collections import Counter
@@ -418,4 +419,70 @@ def test_a_drained_worker_and_its_world_are_freed_while_the_heartbeat_lingers() 
         threads[0].join(timeout=60)
         assert not threads[0].is_alive()
     finally:
+        loop.close()
+
+
+#: Set once the heartbeat's beat has begun while a lease is held (cleared by its test).
+_BEAT_ENTERED = threading.Event()
+
+
+@step
+def leak_hold_until_beat(a: int) -> int:
+    # Runs while its lease is held: waits (bounded, never reached) for a heartbeat beat
+    # to begin, so that beat sees a user and the World in use.
+    assert _BEAT_ENTERED.wait(timeout=60)
+    return a
+
+
+@workflow
+async def leak_one_beat(n: int) -> int:
+    return await leak_hold_until_beat(n)
+
+
+def test_a_beat_under_way_as_the_worker_is_dropped_does_not_keep_the_world() -> None:
+    # CI on 3.12 (session 11): a beat that had taken the World just before the last lease
+    # was released still held it when the worker was dropped.  Made deterministic here: the
+    # heartbeat's beat is stopped mid-way (in the keeper's due()) while the run finishes,
+    # the worker is released and dropped, and everything is collected.
+    import gc
+    import weakref
+
+    entered = _BEAT_ENTERED
+    entered.clear()
+    go = threading.Event()
+    refs: list[weakref.ref[Any]] = []
+    threads: list[Any] = []
+
+    async def one() -> None:
+        world = MemoryWorld(clock=FixedClock())
+        run = await start(leak_one_beat, 7, world=world)
+        worker = Worker(world, lease_seconds=600, renew_every=200)
+        keeper = worker.heartbeat.keeper
+        plain_due = keeper.due
+
+        def due() -> list[Any]:
+            if threading.current_thread().name == "durasim-heartbeat" and not entered.is_set():
+                entered.set()
+                assert go.wait(timeout=60)  # bounded, never reached: released below
+            return plain_due()
+
+        keeper.due = due  # type: ignore[method-assign]
+        await worker.drain()
+        assert await run.result() == 7
+        assert entered.is_set()  # the beat began while the step held its lease...
+        threads.append(worker.heartbeat._state.thread)
+        first = (await world.events.list(run.run_id)).events[0]
+        refs.extend(weakref.ref(o) for o in (world, first))
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(one())
+        gc.collect()
+        # ...and is still under way: it must not be what keeps the World and its log.
+        assert [r() for r in refs] == [None] * len(refs)
+        go.set()
+        threads[0].join(timeout=60)
+        assert not threads[0].is_alive()
+    finally:
+        go.set()
         loop.close()
