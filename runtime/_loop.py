@@ -38,12 +38,20 @@ __all__ = ["WorkflowFuture", "WorkflowLoop", "WorkflowTask", "in_workflow", "rou
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 
-_state = threading.local()
+
+class _LoopState(threading.local):
+    """Per thread: the workflow loop running workflow code on it (``loop`` is None elsewhere)."""
+
+    # A class attribute: a thread that never ran workflow code reads None, no getattr.
+    loop: WorkflowLoop | None = None
+
+
+_state = _LoopState()
 
 
 def in_workflow() -> WorkflowLoop | None:
     """The workflow loop running workflow code on this thread right now, if any."""
-    return getattr(_state, "loop", None)
+    return _state.loop
 
 
 class _Routes:
@@ -66,12 +74,10 @@ class _Routes:
         self._lock = threading.Lock()
         self._running = 0
         self._routes: dict[tuple[int, str], tuple[Any, str, object]] = {}
-        #: (namespace, name, replacement): a plain module's attribute, as its item.
-        self._plan: tuple[tuple[dict[str, Any], str, object], ...] = ()
-        #: (owner, name, replacement) for anything else.
-        self._table: tuple[tuple[Any, str, object], ...] = ()
-        self._saved: list[tuple[dict[str, Any], str, object]] = []
-        self._saved_attrs: list[tuple[Any, str, object]] = []
+        #: Installs every route (saving what it replaces) and returns what restores them.
+        self._install: Callable[[], Callable[[], None]] = _swapper((), ())
+        #: What restores the routes installed now (the ones of the install that ran).
+        self._undo: Callable[[], None] = _nothing
 
     def add(self, owner: Any, name: str, replacement: object) -> None:
         with self._lock:
@@ -83,32 +89,76 @@ class _Routes:
                     plan.append((vars(routed), attribute, value))
                 else:
                     table.append((routed, attribute, value))
-            self._plan, self._table = tuple(plan), tuple(table)
+            routes = (tuple(plan), tuple(table))
+            self._install = lambda: self._compile(*routes)
 
+    def _compile(
+        self,
+        plan: tuple[tuple[dict[str, Any], str, object], ...],
+        table: tuple[tuple[Any, str, object], ...],
+    ) -> Callable[[], None]:
+        """Write ``install`` for the routes added so far (the first time they are installed)."""
+        self._install = install = _swapper(plan, table)
+        return install()
+
+    # The lock's own acquire and release: half the cost of a ``with`` block.
     def enter(self) -> None:
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             self._running += 1
             if self._running == 1:
-                saved = self._saved = []
-                for namespace, name, replacement in self._plan:
-                    saved.append((namespace, name, namespace[name]))
-                    namespace[name] = replacement
-                if self._table:
-                    attrs = self._saved_attrs = []
-                    for owner, name, replacement in self._table:
-                        attrs.append((owner, name, getattr(owner, name)))
-                        setattr(owner, name, replacement)
+                self._undo = self._install()
+        finally:
+            lock.release()
 
     def exit(self) -> None:
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             self._running -= 1
             if self._running == 0:
-                for namespace, name, value in self._saved:
-                    namespace[name] = value
-                if self._saved_attrs:
-                    for owner, name, saved in self._saved_attrs:
-                        setattr(owner, name, saved)
-                    self._saved_attrs = []
+                self._undo()
+        finally:
+            lock.release()
+
+
+def _nothing() -> None:
+    pass
+
+
+def _swapper(
+    plan: tuple[tuple[dict[str, Any], str, object], ...],
+    table: tuple[tuple[Any, str, object], ...],
+) -> Callable[[], Callable[[], None]]:
+    """``install()``: put every route in place, saving what it replaces; returns ``restore``.
+
+    Both are written out for this set of routes, one statement per route, with
+    no loop, no tuple unpacking and no list built (they run twice per event a
+    workflow handles); what ``install`` saved stays in a list of their own until
+    the next ``install``, so a route added meanwhile restores nothing it did not
+    replace.  Module attributes are items of the module's ``__dict__``, anything
+    else goes through ``getattr``/``setattr``; all in the order given, modules first.
+    """
+    namespace: dict[str, Any] = {"saved": [None] * (len(plan) + len(table))}
+    install, restore = [], []
+    for i, (space, name, replacement) in enumerate(plan):
+        namespace[f"ns{i}"], namespace[f"r{i}"] = space, replacement
+        install.append(f"    saved[{i}] = ns{i}[{name!r}]\n    ns{i}[{name!r}] = r{i}\n")
+        restore.append(f"    ns{i}[{name!r}] = saved[{i}]\n")
+    for j, (owner, name, replacement) in enumerate(table, start=len(plan)):
+        namespace[f"o{j}"], namespace[f"r{j}"] = owner, replacement
+        install.append(
+            f"    saved[{j}] = getattr(o{j}, {name!r})\n    setattr(o{j}, {name!r}, r{j})\n"
+        )
+        # An attribute restored is not held any longer than before.
+        restore.append(f"    setattr(o{j}, {name!r}, saved[{j}])\n    saved[{j}] = None\n")
+    source = (
+        "def restore():\n" + "".join(restore) + "    pass\n"
+        "def install():\n" + "".join(install) + "    return restore\n"
+    )
+    exec(compile(source, "<durasim routes>", "exec"), namespace)  # noqa: S102 -- our own source
+    return namespace["install"]  # type: ignore[no-any-return]
 
 
 _routes = _Routes()
@@ -124,6 +174,11 @@ def route_while_running(owner: Any, name: str, replacement: object) -> None:
 
 
 _future_init = asyncio.Future.__init__
+# What run_ready calls, bound once (asyncio's C versions, as asyncio itself binds them).
+_get_running_loop = events._get_running_loop
+_set_running_loop = events._set_running_loop
+_enter_task = asyncio.tasks._enter_task
+_leave_task = asyncio.tasks._leave_task
 
 #: ``asyncio.current_task(loop)`` for a given loop.  On Python 3.11 that function is
 #: written in Python and returns ``_current_tasks.get(loop)``: that dict's own ``get``
@@ -214,16 +269,17 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         the sandbox is armed for this thread, and the stdlib functions routed by
         :func:`route_while_running` are replaced.
         """
-        outer = events._get_running_loop()
+        outer = _get_running_loop()
         # The task of the loop we run inside (a worker's delivery) steps aside while
         # ours run: from Python 3.14 a thread has one running task, and entering a
         # workflow task while the outer one is current is refused.
         outer_task = _current_task(outer) if outer is not None else None
         if outer is not None and outer_task is not None:
-            asyncio.tasks._leave_task(outer, outer_task)
-        previous = getattr(_state, "loop", None)
-        events._set_running_loop(self)
-        _state.loop = self
+            _leave_task(outer, outer_task)
+        state = _state
+        previous = state.loop
+        _set_running_loop(self)
+        state.loop = self
         self._running = True
         _routes.enter()
         try:
@@ -244,10 +300,10 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         finally:
             _routes.exit()
             self._running = False
-            _state.loop = previous
-            events._set_running_loop(outer)
+            state.loop = previous
+            _set_running_loop(outer)
             if outer is not None and outer_task is not None:
-                asyncio.tasks._enter_task(outer, outer_task)
+                _enter_task(outer, outer_task)
 
     def has_ready(self) -> bool:
         """Whether any callback is scheduled (workflow code would run)."""

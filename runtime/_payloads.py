@@ -216,7 +216,12 @@ class RunPayloads:
         if data is None:
             value = {"args": list(args), "kwargs": kwargs, "closure": closure}
             return self.encode_step_input(correlation_id, value, root=f"{step_name}(...)")
-        self._writer.take_plain(correlation_id)
+        # FrozenValues.take_plain, without its frame: the key checked unused, then taken.
+        writer = self._writer
+        loaded = writer._loaded
+        if correlation_id in loaded:
+            writer._check_new(correlation_id)  # raises
+        loaded.add(correlation_id)
         self._computed[correlation_id] = data
         self._indexed.add(correlation_id)
         if len(self._calls) < _CALLS_KEPT:
@@ -232,10 +237,22 @@ class RunPayloads:
         round-trip exactly), without decoding it: for the step body's first
         attempt in this process.  Copy the dict before handing it out.
         """
+        call = self.take_call(correlation_id, data)
+        if call is None:
+            return None
+        return call[1], call[2]
+
+    def take_call(
+        self, correlation_id: str, data: bytes
+    ) -> tuple[bytes, tuple[Any, ...], dict[str, Any]] | None:
+        """:meth:`plain_call_of` as kept: ``(data, args, kwargs)``, once; else None.
+
+        ``kwargs`` is the call's own dict: pass it on only unpacked (``**kwargs``).
+        """
         call = self._calls.pop(correlation_id, None)
         if call is None or call[0] != data:
             return None
-        return call[1], call[2]
+        return call
 
     def decode_computed(self, data: bytes) -> Any:
         """Decode bytes this replay's encoder made (its numbering), indexing nothing.

@@ -144,13 +144,19 @@ def runs_inline(fn: Callable[..., Any]) -> bool:
     costs far more than such a body; a body that turns out long holds the loop
     once and sends its function back to the threads (:func:`ran_inline`).
     """
-    code = getattr(fn, "__code__", None)
+    try:
+        code: object = fn.__code__  # every step body's (an attribute read, not getattr's call)
+    except AttributeError:
+        return False
     return code is not None and not _out and _quick.get(code, 0) >= INLINE_AFTER
 
 
 def ran_inline(fn: Callable[..., Any], elapsed: float) -> None:
     """Note a body of ``fn`` that took ``elapsed`` seconds (inline or in a step thread)."""
-    code = getattr(fn, "__code__", None)
+    try:
+        code: object = fn.__code__
+    except AttributeError:
+        return
     if code is None:
         return
     if elapsed < INLINE_BELOW:

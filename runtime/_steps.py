@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Callable, Coroutine
+import time
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -87,6 +88,10 @@ class StepOutcome:
         """Whether the step will be attempted again."""
         return self.request.type.value == "step_retrying"
 
+
+#: Whether ``time.monotonic`` (the heartbeat's clock) is ``time.perf_counter`` (the
+#: clock a quick inline body is timed with): then one reading serves both.
+_ONE_CLOCK = time.get_clock_info("monotonic") == time.get_clock_info("perf_counter")
 
 #: ``StepOutcome(request=...)`` field by field (a frozen ``__init__`` costs several
 #: times as much, once a step); ``error`` defaults to ``None``.
@@ -216,9 +221,12 @@ async def _execute_step(
     try:
         # The call this process's replay just encoded, when the log holds its bytes:
         # its scalars are what decoding them gives.
-        call = payloads.plain_call_of(correlation_id, input) if payloads is not None else None
+        call = payloads.take_call(correlation_id, input) if payloads is not None else None
         if call is not None:
-            args, kwargs = list(call[0]), dict(call[1])
+            # The call's own tuple and dict, only ever passed on unpacked (``*args,
+            # **kwargs``): the body gets copies, as from the lists decoded below.
+            args: Sequence[Any] = call[1]
+            kwargs = call[2]
             fn = definition.fn
         else:
             payload = loads_plain(input)  # the common input, JSON scalars: no codec needed
@@ -244,24 +252,35 @@ async def _execute_step(
         is_async = definition.is_async or (
             fn is not definition.fn and inspect.iscoroutinefunction(fn)
         )
-        if sync_in_thread and not is_async and not (quick_inline and runs_inline(fn)):
-            result = await run_in_step_thread(fn, *args, **kwargs)
-        else:  # on this loop: named by the heartbeat if it blocks the loop
+        if is_async:  # on this loop: named by the heartbeat if it blocks the loop
             running, entry = running_steps(), (definition.name, wall_monotonic())
             running.append(entry)
             try:
-                if is_async:
-                    result = await fn(*args, **kwargs)
-                elif sync_in_thread:  # a quick function, inline: timed, to send it back
-                    began = wall_perf_counter()
-                    try:
-                        result = fn(*args, **kwargs)
-                    finally:
-                        ran_inline(fn, wall_perf_counter() - began)
-                else:
-                    result = fn(*args, **kwargs)
+                result = await fn(*args, **kwargs)
             finally:
                 running.remove(entry)
+        elif not sync_in_thread:
+            running, entry = running_steps(), (definition.name, wall_monotonic())
+            running.append(entry)
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                running.remove(entry)
+        elif quick_inline and runs_inline(fn):
+            # A quick function, inline: timed, to send it back to the threads if slow.
+            # (When the two clocks are one, the heartbeat's reading times it too.)
+            began = wall_monotonic()
+            running, entry = running_steps(), (definition.name, began)
+            running.append(entry)
+            if not _ONE_CLOCK:
+                began = wall_perf_counter()
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                running.remove(entry)
+                ran_inline(fn, (wall_monotonic() if _ONE_CLOCK else wall_perf_counter()) - began)
+        else:
+            result = await run_in_step_thread(fn, *args, **kwargs)
     except FatalError as exc:
         return _failed(correlation_id, exc, _Attempt(definition, workflow.run_id, attempt))
     except asyncio.CancelledError:

@@ -97,6 +97,12 @@ def plain_scalar(value: object) -> bytes | None:
     return None
 
 
+#: ``plain_call``'s fixed texts: the head and the call's opening, then its closing.
+_CALL_OPEN = _HEAD_PLAIN.decode("ascii") + '{"args":['
+_CALL_CLOSE = '],"kwargs":{},"closure":{}}'
+_INT_LOW = -INT_LIMIT
+
+
 def plain_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes | None:
     """The plain payload of a step input of JSON scalars with no closure; None otherwise.
 
@@ -107,12 +113,15 @@ def plain_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes | None:
     machinery.  ``None`` leaves anything else (a container, a class, an int out
     of range, a non-finite float) to the full path.
     """
+    if kwargs:
+        return _plain_call_named(args, kwargs)
     texts: list[str] = []
-    for value in (*args, *kwargs.values()) if kwargs else args:
+    for value in args:
         t = type(value)
+        # ``repr`` of an exact int or float is its type's own (json's text of it).
         if t is int:
-            if -INT_LIMIT <= value <= INT_LIMIT:
-                texts.append(int.__repr__(value))
+            if _INT_LOW <= value <= INT_LIMIT:
+                texts.append(repr(value))
                 continue
             return None
         if t is str:
@@ -122,13 +131,32 @@ def plain_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes | None:
         elif t is bool:
             texts.append("true" if value else "false")
         elif t is float and value - value == 0.0:
-            texts.append(float.__repr__(value))
+            texts.append(repr(value))
         else:
             return None
-    if not kwargs:
-        return _HEAD_PLAIN + ('{"args":[' + ",".join(texts) + '],"kwargs":{},"closure":{}}').encode(
-            "ascii"
-        )
+    return (_CALL_OPEN + ",".join(texts) + _CALL_CLOSE).encode("ascii")
+
+
+def _plain_call_named(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes | None:
+    """:func:`plain_call` of a call with keyword arguments."""
+    texts: list[str] = []
+    for value in (*args, *kwargs.values()):
+        t = type(value)
+        if t is int:
+            if _INT_LOW <= value <= INT_LIMIT:
+                texts.append(repr(value))
+                continue
+            return None
+        if t is str:
+            texts.append(_ascii_string(value))
+        elif value is None:
+            texts.append("null")
+        elif t is bool:
+            texts.append("true" if value else "false")
+        elif t is float and value - value == 0.0:
+            texts.append(repr(value))
+        else:
+            return None
     count = len(args)
     named: list[str] = []
     for name, text in zip(kwargs, texts[count:], strict=True):
