@@ -224,6 +224,18 @@ class WorkflowTask(asyncio.Task[T]):
 
 TimerSink = Callable[[asyncio.TimerHandle], None]
 
+_Handle = asyncio.Handle
+_new_handle = object.__new__
+_copy_context = contextvars.copy_context
+#: Whether :meth:`WorkflowLoop.call_soon` may make a handle by setting its slots: the
+#: slots ``Handle.__init__`` sets (Python 3.11 to 3.14), nothing else (every field is
+#: set, none left unset), and no ``__new__`` of its own.
+_HANDLE_SLOTS = (
+    set(getattr(_Handle, "__slots__", ())) - {"__weakref__"}
+    == {"_callback", "_args", "_cancelled", "_loop", "_source_traceback", "_repr", "_context"}
+    and _Handle.__new__ is object.__new__
+)
+
 
 class WorkflowLoop(asyncio.AbstractEventLoop):
     """A deterministic, virtual-time event loop driven step by step by the replay engine.
@@ -328,9 +340,20 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         context: contextvars.Context | None = None,
     ) -> asyncio.Handle:
         """Schedule ``callback(*args)`` after everything already scheduled."""
-        handle = asyncio.Handle(callback, args, self, context)
+        if _HANDLE_SLOTS:  # what Handle.__init__ sets on a loop never in debug mode
+            handle: Any = _new_handle(_Handle)
+            handle._callback = callback
+            handle._args = args
+            handle._cancelled = False
+            handle._loop = self
+            handle._source_traceback = None
+            handle._repr = None
+            handle._context = context if context is not None else _copy_context()
+        else:
+            handle = _Handle(callback, args, self, context)
         self._ready.append(handle)
-        return handle
+        made: asyncio.Handle = handle
+        return made
 
     def call_soon_threadsafe(
         self,

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
 import types
 from typing import Any
@@ -205,3 +206,23 @@ def test_sync_steps_inline_or_not_agree_with_async(sync_steps: str) -> None:
     ]
     assert expected[-3:] == ["failed: negative -1", 4, 4]
     assert asyncio.run(go("sync")) == expected
+
+
+def test_call_soon_makes_the_handle_asyncio_makes() -> None:
+    loop = _loop.WorkflowLoop(on_timer=lambda h: None, on_timer_cancelled=lambda h: None, now=0.0)
+    assert _loop._HANDLE_SLOTS  # every supported Python: the fast path is the one tested
+    seen: list[Any] = []
+    for context in (None, contextvars.copy_context()):
+        handle = loop.call_soon(seen.append, 1, context=context)
+        expected = asyncio.Handle(seen.append, (1,), loop, context)
+        assert type(handle) is asyncio.Handle
+        for name in ("_callback", "_args", "_cancelled", "_loop", "_source_traceback", "_repr"):
+            assert getattr(handle, name) == getattr(expected, name), name
+        assert isinstance(handle._context, contextvars.Context)  # type: ignore[attr-defined]
+        if context is not None:
+            assert handle._context is context  # type: ignore[attr-defined]
+        assert repr(handle) == repr(expected)
+    loop.callbacks[0].cancel()
+    loop.run_ready()
+    assert seen == [1]
+    loop.close()
