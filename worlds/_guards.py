@@ -32,6 +32,7 @@ from ._entities import (
     StepStatuses,
     WaitRecord,
     WaitStatuses,
+    twin_builder,
 )
 from ._errors import (
     EntityConflict,
@@ -73,7 +74,8 @@ T = Types
 # every value is already of its field's type, so the ``data`` converter has nothing to do.
 _event = builder(Event)
 _snapshot = builder(Snapshot)
-_new_step = builder(StepRecord)
+#: A step through its twin (see ``_entities.twin``): 14 fields.
+_new_step = twin_builder(StepRecord)
 _new_payload = Payload.__new__
 
 # Sets, not tuples: ``kind in (A, B)`` falls back to str.__eq__ per member.
