@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -152,11 +152,19 @@ class RunDelivery:
         running: dict[asyncio.Task[StepOutcome | None], StepState] = {}
         starts: list[tuple[StepState, Event]] = []
 
-        def launch(written: list[Event]) -> None:
+        step_started, steps = Types.STEP_STARTED, replay.steps
+        # Constant for the delivery (Limits is frozen): read once.
+        replay_budget, max_events = limits.replay_budget, limits.max_events
+        sync_in_thread, quick_inline = limits.sync_steps != "inline", limits.sync_steps == "auto"
+        set_step_world, reset_step_world = STEP_WORLD.set, STEP_WORLD.reset
+
+        def launch(written: Sequence[Event]) -> None:
             """Note the steps these events created running: their bodies start below."""
+            if writer.stale:
+                return
             for event in written:
-                if event.type is Types.STEP_STARTED and not writer.stale:
-                    starts.append((replay.steps[event.correlation_id or ""], event))
+                if event.type is step_started:
+                    starts.append((steps[event.correlation_id or ""], event))
                     report.steps_run += 1
 
         async def handle(outcome: StepOutcome | None, *, last: bool) -> bool:
@@ -195,7 +203,7 @@ class RunDelivery:
                 if (
                     not running
                     and writer.written > written_before
-                    and replay.busy_seconds > limits.replay_budget
+                    and replay.busy_seconds > replay_budget
                     and not replay.done
                 ):
                     # Over budget, and this delivery made progress: a fresh delivery
@@ -214,7 +222,7 @@ class RunDelivery:
                     report.wake_at = world.clock.now()
                     report.status = _SUSPENDED
                     return "done"
-                if len(writer.events) >= limits.max_events:
+                if len(writer.events) >= max_events:
                     await self.fail(
                         FatalError(f"run {writer.run_id} reached {limits.max_events} events"),
                         "MAX_EVENTS_EXCEEDED",
@@ -225,19 +233,42 @@ class RunDelivery:
                     await self.finish(replay)
                     report.status = _FINISHED
                     return "done"
-                commands = replay.new_commands()
-                if commands:
+                if replay._uncreated and (commands := replay.new_commands()):
                     await self.write_commands(commands, limits.inline_steps - len(running), launch)
                     continue
                 if len(starts) == 1 and not running:
                     # The one step in flight (a sequential workflow): run its body in
                     # this task, with no task to create and no wait to wake from.
                     state, started = starts.pop()
-                    outcome = await self.run_step(state, started=started)
+                    # self.run_step(state, started=started), inlined: a coroutine less
+                    # per step (the checks above left the writer fresh).
+                    attempt = int(started.data.get("attempt", 1))
+                    definition = state.definition
+                    outcome: StepOutcome | None
+                    if attempt > definition.max_retries + 1:
+                        outcome = exhausted(definition, state.correlation_id, attempt)
+                    else:
+                        token = set_step_world(world)
+                        try:
+                            outcome = await attempt_runner()(
+                                definition,
+                                state.correlation_id,
+                                state.input,
+                                attempt=attempt,
+                                now=world.clock.now(),
+                                workflow=self.metadata or self.workflow,
+                                sync_in_thread=sync_in_thread,
+                                quick_inline=quick_inline,
+                                payloads=(
+                                    writer.replay.payloads if writer.replay is not None else None
+                                ),
+                            )
+                        finally:
+                            reset_step_world(token)
                     if (
                         outcome is not None
                         and not writer.stale
-                        and replay.busy_seconds <= limits.replay_budget
+                        and replay.busy_seconds <= replay_budget
                     ):
                         ended = await self.commit_ahead(replay, outcome.request, launch)
                     else:
@@ -332,7 +363,7 @@ class RunDelivery:
         self,
         replay: Replay,
         request: EventRequest,
-        launch: Callable[[list[Event]], None],
+        launch: Callable[[Sequence[Event]], None],
         *,
         data: Payload | None = None,
     ) -> bool:
@@ -372,8 +403,16 @@ class RunDelivery:
             requests.append(_terminal_request(replay))
         elif (step := replay.single_new_step()) is not None:
             # The commonest case: the workflow called its next step, nothing else.
-            created, queued = _creations([step], limits.inline_steps, limits)
-            requests += created
+            if limits.inline_steps > 0:
+                # _creations([step], ...): born running, to run here
+                correlation_id = step.correlation_id
+                requests.append(
+                    step_created_request(correlation_id, step.definition.step_id, step.input, True)
+                )
+                requests.append(step_started_request(correlation_id))
+            else:
+                created, queued = _creations([step], limits.inline_steps, limits)
+                requests += created
         else:
             # Only what may share a batch rides along; a hook or an attribute change
             # (and everything after it) is written by the main loop, alone.
@@ -398,7 +437,9 @@ class RunDelivery:
             await self.write_outcome(request)
             writer.stale = True  # the replay saw the outcome at a position it may not have
             return False
-        if not written or not _same_event(written[0], provisional):
+        if not written or (
+            written[0] is not provisional and not _same_event(written[0], provisional)
+        ):
             writer.stale = True
             return False
         if requests[-1].type is Types.RUN_FAILED:
@@ -409,7 +450,7 @@ class RunDelivery:
         return replay.done
 
     async def write_commands(
-        self, commands: list[Command], capacity: int, launch: Callable[[list[Event]], None]
+        self, commands: list[Command], capacity: int, launch: Callable[[Sequence[Event]], None]
     ) -> None:
         """Write the workflow's new commands in issue order.
 

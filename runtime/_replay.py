@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -245,7 +245,7 @@ class Replay:
 
     # -- driving --------------------------------------------------------------------
 
-    def preload(self, events: list[Event]) -> None:
+    def preload(self, events: Sequence[Event]) -> None:
         """Learn the tokens the log recorded, so a replayed ``create_hook()`` reuses them.
 
         A generated token is random; on replay the workflow must see the one it
@@ -272,7 +272,7 @@ class Replay:
                 # keep numbering them that way, so the run replays as it was.
                 self._legacy_ids = True
 
-    def take(self, events: list[Event]) -> None:
+    def take(self, events: Sequence[Event]) -> None:
         """Events just committed: learn what :meth:`preload` learns, deliver the new ones.
 
         Those already consumed were delivered ahead of their commit (run-ahead).
@@ -281,7 +281,16 @@ class Replay:
         handler here (a batch the runtime just wrote: a frame less per event);
         anything else goes through :meth:`deliver` itself, which judges it.
         """
-        self.preload(events)
+        horizon = self.horizon
+        for event in events:
+            if event.type in _PRELOADED_OR_NOT_PROGRESS:
+                self.preload(events)
+                break
+            # preload() of a step's or a wait's completion: only its position
+            if event.seq > horizon:  # noqa: PLR1730 -- max() is a call more per event
+                horizon = event.seq
+        else:
+            self.horizon = horizon
         for event in events:
             seq = event.seq
             if seq <= self.consumed:
@@ -948,6 +957,8 @@ _HOOK_BIRTHS = frozenset({Types.HOOK_CREATED, Types.HOOK_CONFLICT})
 _NUMBERED = frozenset({Types.HOOK_CREATED, Types.HOOK_CONFLICT, Types.WAIT_CREATED})
 #: The events :meth:`Replay.preload` looks into beyond their position.
 _PRELOADED = _HOOK_BIRTHS | _NUMBERED | {Types.ATTR_SET}
+#: The events :meth:`Replay.preload` does more with than note their position.
+_PRELOADED_OR_NOT_PROGRESS = _PRELOADED | _NOT_PROGRESS
 
 _HANDLERS: dict[EventType, Callable[[Replay, Event], None]] = {
     Types.RUN_CREATED: Replay._on_noted,
