@@ -214,6 +214,7 @@ class Replay:
             now=_seconds(started_at),
         )
         self._ready = self.loop.callbacks  # what the loop would run next
+        self._run_ready = self.loop.run_ready  # bound once
         self.determinism = RunDeterminism(run_id=run_id, clock=self.loop.time)
         self.steps: dict[str, StepState] = {}
         self.waits: dict[str, WaitState] = {}
@@ -366,7 +367,7 @@ class Replay:
         # Measured outside the sandbox: inside it, perf_counter is the run's clock.
         began = wall_perf_counter()
         try:
-            self.determinism.run(self.loop.run_ready)
+            self.determinism.run(self._run_ready)
         finally:
             # Only running the loop ends the workflow's task.
             task = self._task
@@ -460,14 +461,9 @@ class Replay:
             correlation_id, args, kwargs, closure, step_name=definition.name
         )
         self._order += 1
-        state = StepState(
-            correlation_id=correlation_id,
-            definition=definition,
-            input=data,
-            future=future,
-            order=self._order,
-            computed=data,
-        )
+        # (correlation_id, definition, input, future, order, computed): positional,
+        # no keyword to match (once a step)
+        state = StepState(correlation_id, definition, data, future, self._order, data)
         self.steps[correlation_id] = state
         self._uncreated[correlation_id] = state
         return future

@@ -13,6 +13,8 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+import attrs
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +22,7 @@ from durasim.runtime import start, step, workflow
 from durasim.runtime._decorators import workflow_definition
 from durasim.runtime._orchestrator import load_log
 from durasim.runtime._replay import Replay
+from durasim.runtime._versions import DeploymentError
 from durasim.runtime._writer import InBandWriter
 from durasim.worlds import Event, EventRequest, EventType, FixedClock, MemoryWorld, Payload
 
@@ -142,3 +145,67 @@ def test_contended_writes_go_one_at_a_time_in_order() -> None:
         assert writer.expected == sum(e.in_band for e in writer.events)
 
     asyncio.run(go())
+
+
+def test_served_versions_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from durasim.runtime._versions import DEPLOYMENT_ENV, VersionPolicy
+
+    # (Unset, the derived list depends on what the suite registered so far: only
+    # that it comes back once the variable is gone again is checked for it.)
+    policy = VersionPolicy()
+    monkeypatch.delenv(DEPLOYMENT_ENV, raising=False)
+    unset = policy.served()
+    assert all(d.startswith("src-") for d in unset)
+    for value in ("v1", "v2", "v1"):
+        monkeypatch.setenv(DEPLOYMENT_ENV, value)
+        assert policy.served() == [value]
+    monkeypatch.setenv(DEPLOYMENT_ENV, "bad version!")
+    with pytest.raises(DeploymentError, match="DURASIM_DEPLOYMENT"):
+        policy.served()
+    monkeypatch.delenv(DEPLOYMENT_ENV)
+    assert policy.served() == unset
+
+
+def test_the_provisional_event_compares_as_the_event_of_its_fields() -> None:
+    from datetime import timedelta
+
+    from durasim.runtime._delivery import _Provisional, _same_as_provisional
+    from durasim.worlds import Types
+
+    data = Payload({"result": b"dj1:j1"})
+    fields: dict[str, Any] = {
+        "run_id": "r",
+        "seq": 3,
+        "type": Types.STEP_COMPLETED,
+        "created_at": _AT,
+        "correlation_id": "s#1",
+        "data": data,
+    }
+    provisional = _Provisional(**fields)
+    as_event = Event(**fields, in_band=True)
+    assert provisional.label == as_event.label
+    assert _Provisional(**{**fields, "correlation_id": None}).label == (
+        Event(**{**fields, "correlation_id": None}, in_band=True).label
+    )
+    changes: list[dict[str, Any]] = [
+        {},
+        {"run_id": "q"},
+        {"seq": 4},
+        {"type": Types.STEP_FAILED},
+        {"created_at": _AT + timedelta(microseconds=1)},
+        {"created_at": datetime(2024, 1, 1, tzinfo=UTC)},  # equal, not the same object
+        {"correlation_id": "s#2"},
+        {"correlation_id": None},
+        {"in_band": False},
+        {"data": Payload({"result": b"dj1:j2"})},
+        {"data": Payload({"result": b"dj1:j1"})},  # equal, not the same object
+        {"data": Payload({"result": b"dj1:j1", "extra": 1})},
+    ]
+    for change in changes:
+        committed = attrs.evolve(as_event, **change)
+        assert _same_as_provisional(committed, provisional) == (committed == as_event), change
+
+    class Other(Event):
+        __slots__ = ()
+
+    assert not _same_as_provisional(Other(**fields, in_band=True), provisional)
