@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -214,6 +214,7 @@ class Replay:
             now=_seconds(started_at),
         )
         self._ready = self.loop.callbacks  # what the loop would run next
+        self._run_ready = self.loop.run_ready  # bound once
         self.determinism = RunDeterminism(run_id=run_id, clock=self.loop.time)
         self.steps: dict[str, StepState] = {}
         self.waits: dict[str, WaitState] = {}
@@ -245,7 +246,7 @@ class Replay:
 
     # -- driving --------------------------------------------------------------------
 
-    def preload(self, events: list[Event]) -> None:
+    def preload(self, events: Sequence[Event]) -> None:
         """Learn the tokens the log recorded, so a replayed ``create_hook()`` reuses them.
 
         A generated token is random; on replay the workflow must see the one it
@@ -272,7 +273,7 @@ class Replay:
                 # keep numbering them that way, so the run replays as it was.
                 self._legacy_ids = True
 
-    def take(self, events: list[Event]) -> None:
+    def take(self, events: Sequence[Event]) -> None:
         """Events just committed: learn what :meth:`preload` learns, deliver the new ones.
 
         Those already consumed were delivered ahead of their commit (run-ahead).
@@ -281,7 +282,16 @@ class Replay:
         handler here (a batch the runtime just wrote: a frame less per event);
         anything else goes through :meth:`deliver` itself, which judges it.
         """
-        self.preload(events)
+        horizon = self.horizon
+        for event in events:
+            if event.type in _PRELOADED_OR_NOT_PROGRESS:
+                self.preload(events)
+                break
+            # preload() of a step's or a wait's completion: only its position
+            if event.seq > horizon:  # noqa: PLR1730 -- max() is a call more per event
+                horizon = event.seq
+        else:
+            self.horizon = horizon
         for event in events:
             seq = event.seq
             if seq <= self.consumed:
@@ -357,7 +367,7 @@ class Replay:
         # Measured outside the sandbox: inside it, perf_counter is the run's clock.
         began = wall_perf_counter()
         try:
-            self.determinism.run(self.loop.run_ready)
+            self.determinism.run(self._run_ready)
         finally:
             # Only running the loop ends the workflow's task.
             task = self._task
@@ -451,14 +461,9 @@ class Replay:
             correlation_id, args, kwargs, closure, step_name=definition.name
         )
         self._order += 1
-        state = StepState(
-            correlation_id=correlation_id,
-            definition=definition,
-            input=data,
-            future=future,
-            order=self._order,
-            computed=data,
-        )
+        # (correlation_id, definition, input, future, order, computed): positional,
+        # no keyword to match (once a step)
+        state = StepState(correlation_id, definition, data, future, self._order, data)
         self.steps[correlation_id] = state
         self._uncreated[correlation_id] = state
         return future
@@ -948,6 +953,8 @@ _HOOK_BIRTHS = frozenset({Types.HOOK_CREATED, Types.HOOK_CONFLICT})
 _NUMBERED = frozenset({Types.HOOK_CREATED, Types.HOOK_CONFLICT, Types.WAIT_CREATED})
 #: The events :meth:`Replay.preload` looks into beyond their position.
 _PRELOADED = _HOOK_BIRTHS | _NUMBERED | {Types.ATTR_SET}
+#: The events :meth:`Replay.preload` does more with than note their position.
+_PRELOADED_OR_NOT_PROGRESS = _PRELOADED | _NOT_PROGRESS
 
 _HANDLERS: dict[EventType, Callable[[Replay, Event], None]] = {
     Types.RUN_CREATED: Replay._on_noted,

@@ -57,8 +57,23 @@ DEPLOYMENT_ENV = "DURASIM_DEPLOYMENT"
 DEPLOYMENT_ATTR = "durasim.deployment"
 _DEPLOYMENT_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")  # fits a queue name
 _sources: dict[str, str] = {}
-#: The derived versions of this process, by (DURASIM_DEPLOYMENT, workflows registered).
-_served: dict[tuple[str | None, int], list[str]] = {}
+#: The derived versions of this process, by (DURASIM_DEPLOYMENT as the environment
+#: stores it, workflows registered).
+_served: dict[tuple[object, int], list[str]] = {}
+#: ``DEPLOYMENT_ENV`` as ``os.environ`` keys its store (encoded: bytes on POSIX).
+_ENV_KEY: object = os.environ.encodekey(DEPLOYMENT_ENV)
+
+
+def _stored_deployment_env() -> object:
+    """``DURASIM_DEPLOYMENT`` as the environment stores it (``None``: unset), read cheaply.
+
+    ``os.environ.get`` is three Python calls (``get``, ``__getitem__``, the key's
+    encoding) and the value's decoding; the store itself is one dict lookup.
+    Distinct values are stored distinctly, so a cache keyed by this follows every
+    change ``os.environ`` sees (``monkeypatch.setenv`` and ``delenv`` included).
+    """
+    store: dict[object, object] = os.environ._data  # type: ignore[attr-defined]
+    return store.get(_ENV_KEY)
 
 
 class DeploymentError(DurasimError, ValueError):
@@ -148,7 +163,7 @@ class VersionPolicy:
             return [self.deployment]
         # Keyed by the registry's size (what the list of it would hold): asked a
         # few times per delivery, the registry is listed only when it changed.
-        key = (os.environ.get(DEPLOYMENT_ENV), len(_WORKFLOWS))
+        key = (_stored_deployment_env(), len(_WORKFLOWS))
         cached = _served.get(key)
         if cached is None:
             found = {deployment_of(d) for d in all_workflows()}

@@ -29,8 +29,10 @@ __all__ = [
     "WRITES",
     "CallLog",
     "Rejection",
+    "committed_types",
     "describe_call",
     "describe_read",
+    "describe_requests",
     "describe_write",
     "make_point",
     "writers_of",
@@ -112,16 +114,20 @@ class CallLog:
             writer = default
             type_, cid = event.type._value_, event.correlation_id
             if several and cid and type_ in _OUTCOMES:
-                key = (writers, cid)
-                step = _OUTCOME_WRITER.get(key, _UNSEEN)
-                if step is _UNSEEN:
+                # Keyed by the writers' identity (no Writer hashed): the entry keeps
+                # them, and is used only for that very tuple.
+                key = (id(writers), cid)
+                seen = _OUTCOME_WRITER.get(key)
+                if seen is not None and seen[0] is writers:
+                    step = seen[1]
+                else:
                     name = step_short_name(cid)
                     step = next((w for w in writers if w.kind == STEP and w.name == name), None)
                     if len(_OUTCOME_WRITER) >= 4096:
                         _OUTCOME_WRITER.clear()
-                    _OUTCOME_WRITER[key] = step
+                    _OUTCOME_WRITER[key] = (writers, step)
                 if step is not None:
-                    writer = step  # type: ignore[assignment]
+                    writer = step
             rows.append(("event", at, "", event, writer.label, points))
             if faults.withhold_armed:
                 faults.arm_withhold(event)
@@ -148,16 +154,26 @@ class CallLog:
 _build_point = builder(Point)
 
 
-#: committed(): the writer of a step's outcome among a call's writers (None: the default).
-_OUTCOME_WRITER: dict[tuple[tuple[Writer, ...], str], Writer | None] = {}
-_UNSEEN = object()
+#: committed(): the writer of a step's outcome among a call's writers (None: the default),
+#: by (id of the writers, correlation id): (those writers, the writer).
+_OUTCOME_WRITER: dict[tuple[int, str], tuple[tuple[Writer, ...], Writer | None]] = {}
 
 
 def make_point(fields: tuple[Any, ...]) -> Point:
     """A Point from (ordinal, at, seq, call, phase, writers, run_id, types, correlation ids,
-    token, events[, failed, error])."""
+    token, events[, failed, error]).
+
+    With ``None`` for the correlation ids, the types' place holds the write's
+    request events (``(type, correlation id, 0)`` each): the point's types are
+    theirs then those only ``events`` has, its correlation ids their non-empty ones.
+    """
     ordinal, at, seq, call, phase, writers, run_id, types, cids, token, events, *failure = fields
     failed, error = failure or (False, None)
+    if cids is None:
+        # A write's point keeps its request events in place of the types (see
+        # Scheduler.call): the types and correlation ids follow from them.
+        asked = types
+        types, cids = committed_types(asked, events), _cids_of(asked)
     return _build_point(
         ordinal=ordinal,
         seq=seq,
@@ -247,8 +263,18 @@ def describe_write(
     What :func:`describe_call` and :func:`writers_of` give (``base``: the actor's
     writer; ``meta``: the step metadata of the task, if any), with the point's
     events ``(type, correlation id, 0)``, their types and their non-empty
-    correlation ids.
+    correlation ids.  (The scheduler calls :func:`describe_requests`, and makes
+    the types and correlation ids only when a point is built: :func:`make_point`.)
     """
+    run_id, writers, events = describe_requests(call, args, kwargs, base, meta)
+    return run_id, writers, events, _types_of(events), _cids_of(events)
+
+
+def describe_requests(
+    call: str, args: tuple[Any, ...], kwargs: dict[str, Any], base: Writer, meta: Any
+) -> tuple[str | None, tuple[Writer, ...], tuple[tuple[str, str | None, int], ...]]:
+    """A write's (run id, writers, events): :func:`describe_write` without the types
+    and correlation ids (both follow from the events: see :func:`make_point`)."""
     run_id = kwargs.get("run_id")
     if run_id is None and args and isinstance(args[0], str):
         run_id = args[0]
@@ -257,20 +283,15 @@ def describe_write(
     else:
         requests = args[1] if len(args) > 1 else kwargs["requests"]
     events = []
-    types = []
-    cids = []
     outcomes: list[str] | None = None
     for request in requests:
         type_, cid = request.type._value_, request.correlation_id
         events.append((type_, cid, 0))
-        types.append(type_)
-        if cid:
-            cids.append(cid)
-            if type_ in _OUTCOMES:
-                if outcomes is None:
-                    outcomes = [cid]
-                else:
-                    outcomes.append(cid)
+        if cid and type_ in _OUTCOMES:
+            if outcomes is None:
+                outcomes = [cid]
+            else:
+                outcomes.append(cid)
     writers: tuple[Writer, ...] | None
     if meta is not None:
         writers = _writers(base, meta, outcomes or ())
@@ -278,7 +299,8 @@ def describe_write(
         writers = (base,)
     elif len(outcomes) == 1:
         # The orchestrator committing one step's outcome (with the next step's start).
-        key = (base, outcomes[0])
+        # Keyed by the writer's fields (plain values: no Writer hashed or compared).
+        key = (base.kind, base.run_id, base.name, base.delivery, outcomes[0])
         writers = _OUTCOME_WRITERS.get(key)
         if writers is None:
             writers = _writers(base, None, outcomes)
@@ -287,11 +309,30 @@ def describe_write(
             _OUTCOME_WRITERS[key] = writers
     else:
         writers = _writers(base, None, outcomes)
-    return run_id, writers, tuple(events), tuple(types), tuple(cids)
+    return run_id, writers, tuple(events)
+
+
+def _types_of(events: tuple[PointEvent, ...]) -> tuple[str, ...]:
+    return tuple([type_ for type_, _, _ in events])
+
+
+def _cids_of(events: tuple[PointEvent, ...]) -> tuple[str, ...]:
+    return tuple([cid for _, cid, _ in events if cid])
+
+
+def committed_types(
+    asked: tuple[PointEvent, ...], events: tuple[PointEvent, ...]
+) -> tuple[str, ...]:
+    """A write's point types: its requests' (``asked``), then those only ``events`` has
+    (what it committed, after the commit)."""
+    types = _types_of(asked)
+    if events is not asked:
+        types += tuple([t for t, _, _ in events if t not in types])
+    return types
 
 
 #: describe_write's writers of one outcome committed by a task outside a step body.
-_OUTCOME_WRITERS: dict[tuple[Writer, str], tuple[Writer, ...]] = {}
+_OUTCOME_WRITERS: dict[tuple[str, str | None, str, int, str], tuple[Writer, ...]] = {}
 
 
 def _writers(base: Writer, meta: Any, outcomes: list[str] | tuple[str, ...]) -> tuple[Writer, ...]:

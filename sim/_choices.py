@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Protocol, runtime_checkable
+from types import FunctionType
+from typing import Protocol, TypeGuard, runtime_checkable
 
 __all__ = [
     "CHOICE_KINDS",
@@ -119,6 +120,41 @@ def as_choice_source(
     """Normalize what a caller passed: a source, a sequence, a callable, or a seed."""
     if choices is None:
         return FifoChoices() if seed is None else SeededChoices(seed)
-    if isinstance(choices, ChoiceSource):
+    if _has_choose(choices) or isinstance(choices, ChoiceSource):
         return choices
     return SequenceChoices(choices)
+
+
+def _has_choose(choices: object) -> TypeGuard[ChoiceSource]:
+    """A sure ``isinstance(choices, ChoiceSource)`` (``False``: ask isinstance).
+
+    The runtime-checkable Protocol's check looks the attribute up anew each
+    time (slow on 3.11).  An object whose class defines ``choose`` as a plain
+    function, read through the default ``__getattribute__``, and whose own
+    ``__dict__`` does not shadow it, passes that check whatever else it holds:
+    that much of the answer is kept per class.
+    """
+    kind = type(choices)
+    known = _CHOOSES.get(kind)
+    if known is None:
+        known = _CHOOSES[kind] = _class_chooses(kind)
+    if not known:
+        return False
+    own = getattr(choices, "__dict__", None)
+    return own is None or "choose" not in own
+
+
+def _class_chooses(kind: type) -> bool:
+    if len(_CHOOSES) >= 256:
+        _CHOOSES.clear()
+    if getattr(kind, "__getattribute__", None) is not _DEFAULT_GETATTRIBUTE:
+        return False
+    for base in kind.__mro__:
+        if "choose" in base.__dict__:
+            return isinstance(base.__dict__["choose"], FunctionType)
+    return False
+
+
+_DEFAULT_GETATTRIBUTE = object.__getattribute__
+#: _has_choose(): per class, whether ``choose`` is a plain function of the class.
+_CHOOSES: dict[type, bool] = {}

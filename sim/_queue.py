@@ -27,6 +27,7 @@ from durasim.worlds._memory_queue import NEVER, QueueSlot
 from durasim.worlds._time import IdSource
 
 from ._clock import SimClock
+from ._errors import QueueContractBroken
 
 __all__ = ["SimQueue"]
 
@@ -38,6 +39,10 @@ class SimQueue:
         clock: the virtual clock.
         ids: where message and lease ids come from.
     """
+
+    #: A breach of the World's queue contract (only a mirror of the World's own queue,
+    #: ``_world_queue.py``, finds one).
+    broken: QueueContractBroken | None = None
 
     def __init__(self, clock: SimClock, ids: IdSource) -> None:
         self._clock = clock

@@ -35,9 +35,10 @@ from ._calls import (
     COMMITS,
     WRITES,
     CallLog,
+    committed_types,
     describe_call,
     describe_read,
-    describe_write,
+    describe_requests,
     make_point,
     writers_of,
 )
@@ -213,10 +214,15 @@ class Scheduler:
             raise Crashed
         events: tuple[tuple[str, str | None, int], ...] = ()
         token: str | None = None
+        # A write's points hold its request events in the types' place and None for
+        # the correlation ids: make_point derives both (most points are never built).
+        types: tuple[Any, ...]
+        cids: tuple[str, ...] | None
         if call in WRITES:
-            run_id, writers, events, types, cids = describe_write(
+            run_id, writers, events = describe_requests(
                 call, args, kwargs, actor.writer, STEP_METADATA.get()
             )
+            types, cids = events, None
         else:
             # No requests: no event types, and the step writer only inside a step body.
             run_id, token = describe_read(call, args, kwargs)
@@ -248,12 +254,12 @@ class Scheduler:
             try:
                 await self.at(actor, fields, not_alone=not watched)
             except InjectedFault as exc:
-                self.call_log.reject(seq, writers[0], call, types, exc)
+                self.call_log.reject(seq, writers[0], call, _request_types(types, cids), exc)
                 raise
         try:
             result = await method(*args, **kwargs)
         except WorldError as exc:
-            self.call_log.reject(seq, writers[0], call, types, exc)
+            self.call_log.reject(seq, writers[0], call, _request_types(types, cids), exc)
             error = type(exc).__name__
             if parking := self._pass(
                 actor, seq, call, "after", writers, run_id, types, cids, token, events, True, error
@@ -264,7 +270,8 @@ class Scheduler:
             first_run, committed = self.call_log.committed(writers, result, self._ordinal)
             if committed:
                 run_id = run_id or first_run
-                types += tuple([t for t, _, _ in committed if t not in types])
+                if cids is not None:  # a read (no types): what it committed (a write's
+                    types = tuple([t for t, _, _ in committed])  # follow from its events)
                 # After the commit a point names what was committed, at its positions.
                 events = committed
         if call == "events.list" and self.faults.hidden:
@@ -348,8 +355,13 @@ class Scheduler:
         if scheduled and scheduled[0].when() < now + _LOOP_RESOLUTION:
             return False
         if self.auto_deliver:
-            due = self.queue.next_due_micros()
-            if due is not None and due <= self.clock._micros:
+            # queue.next_due_micros(), its memo read here (one call less per point).
+            queue = self.queue
+            micros = self.clock._micros
+            version, memo_micros, due = queue._due
+            if version != queue._version or memo_micros != micros:
+                due = queue.next_due_micros()
+            if due is not None and due <= micros:
                 return False
         return True
 
@@ -725,6 +737,11 @@ class Scheduler:
             self.resume(parked)
         if running:  # (gather of nothing is done at once: the await would not yield)
             await asyncio.gather(*running, return_exceptions=True)
+
+
+def _request_types(types: tuple[Any, ...], cids: tuple[str, ...] | None) -> tuple[str, ...]:
+    """A call's event types before its commit (a write's points hold its request events)."""
+    return types if cids is not None else committed_types(types, types)
 
 
 def _label(candidate: Parked | QueueSlot) -> str:

@@ -194,7 +194,7 @@ class Sim:
 
     def _raise_queue_broken(self) -> None:
         """The World's queue broke its contract (``queue="world"``): that is the outcome."""
-        broken = getattr(self._core.queue, "broken", None)
+        broken = self._core.queue.broken
         if broken is not None:
             raise broken
 

@@ -14,7 +14,6 @@ from datetime import datetime
 
 import attrs
 
-from ._build import builder, copier
 from ._entities import (
     HookRecord,
     HookStatuses,
@@ -25,6 +24,8 @@ from ._entities import (
     WaitRecord,
     WaitStatuses,
     evolve,
+    twin_builder,
+    twin_copier,
 )
 from ._events import RUN_TERMINAL_TYPES, Event, EventType, Types
 
@@ -76,7 +77,7 @@ def _release(
     return released_hooks, released_waits
 
 
-_new_step = builder(StepRecord)
+_new_step = twin_builder(StepRecord)
 
 
 def created_step(event: Event, run_id: str) -> StepRecord:
@@ -120,10 +121,10 @@ def created_running(created: Event, started: Event) -> StepRecord:
     )
 
 
-_start = copier(StepRecord, "status", "attempt", "retry_after", "started_at", "updated_at")
-_retry = copier(StepRecord, "status", "error", "retry_after", "updated_at")
-_complete = copier(StepRecord, "status", "output", "completed_at", "updated_at")
-_fail = copier(StepRecord, "status", "error", "completed_at", "updated_at")
+_start = twin_copier(StepRecord, "status", "attempt", "retry_after", "started_at", "updated_at")
+_retry = twin_copier(StepRecord, "status", "error", "retry_after", "updated_at")
+_complete = twin_copier(StepRecord, "status", "output", "completed_at", "updated_at")
+_fail = twin_copier(StepRecord, "status", "error", "completed_at", "updated_at")
 
 
 def _started(step: StepRecord, event: Event) -> StepRecord:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Final, Protocol
 
 import attrs
 
@@ -32,6 +32,7 @@ from ._entities import (
     StepStatuses,
     WaitRecord,
     WaitStatuses,
+    twin_builder,
 )
 from ._errors import (
     EntityConflict,
@@ -56,7 +57,7 @@ from ._events import (
     Types,
     _owned,
 )
-from ._fold import STEP_CHANGES, apply, created_running, created_step
+from ._fold import STEP_CHANGES, apply, created_step
 
 __all__ = [
     "BATCH_FORBIDDEN",
@@ -73,8 +74,8 @@ T = Types
 # every value is already of its field's type, so the ``data`` converter has nothing to do.
 _event = builder(Event)
 _snapshot = builder(Snapshot)
-_new_step = builder(StepRecord)
-_new_payload = Payload.__new__
+#: A step through its twin (see ``_entities.twin``): 14 fields.
+_new_step = twin_builder(StepRecord)
 
 # Sets, not tuples: ``kind in (A, B)`` falls back to str.__eq__ per member.
 _CREATIONS = frozenset({T.STEP_CREATED, T.HOOK_CREATED, T.WAIT_CREATED})
@@ -301,11 +302,15 @@ def _attempt_first(data: Payload, attempt: int) -> Payload:
     """``data.first("attempt", attempt)``: an empty request's is just the attempt."""
     if data._items:  # not ``if data``: Payload's __len__ is a Python call
         return data.first("attempt", attempt)
-    return _owned({"attempt": attempt})
+    return _FIRST_ATTEMPT if attempt == 1 else _owned({"attempt": attempt})
+
+
+#: The data of every first ``step_started`` without fields of its own (immutable: shared).
+_FIRST_ATTEMPT: Final = _owned({"attempt": 1})
 
 
 def _plan_step_created(
-    view: _Overlay,
+    view: StateView,
     plan: Plan,
     request: EventRequest,
     at: datetime,
@@ -318,8 +323,10 @@ def _plan_step_created(
     With ``started`` (the ``step_started`` that follows it in a batch), plans both:
     a step just created is pending, at attempt 0, with no ``retry_after``, in a run
     that is running, so no check of :func:`_plan_step_change` can refuse the start.
+    ``view`` is the World's (the plan's own steps are looked up first).
     """
     run = plan.run
+    run_id = run.run_id
     status = run.status
     cid = request.correlation_id
     assert cid is not None
@@ -327,51 +334,73 @@ def _plan_step_created(
         _refuse_on_terminal_run(run, request)
     if status is RunStatuses.PENDING:
         raise EntityConflict(
-            f"run {run.run_id!r} is pending: write run_started before step_created {cid!r}",
-            run_id=run.run_id,
+            f"run {run_id!r} is pending: write run_started before step_created {cid!r}",
+            run_id=run_id,
         )
-    if cid in plan.steps or view.base.has_step(cid):  # view.has_step(cid), inlined
-        raise EntityConflict(f"run {run.run_id!r}: step {cid!r} already exists", run_id=run.run_id)
+    steps = plan.steps
+    if cid in steps or view.has_step(cid):
+        raise EntityConflict(f"run {run_id!r}: step {cid!r} already exists", run_id=run_id)
     events = plan.events
+    seq = plan.before.seq + len(events) + 1
+    data = request.data
     event = _event(
-        run_id=run.run_id,
-        seq=plan.before.seq + len(events) + 1,
+        run_id=run_id,
+        seq=seq,
         type=T.STEP_CREATED,
         created_at=at,
         correlation_id=cid,
         in_band=in_band,
-        data=request.data,
+        data=data,
     )
-    if started is None:
-        step = created_step(event, run.run_id)
-    else:
-        start = _event(
-            run_id=run.run_id,
-            seq=event.seq + 1,
-            type=T.STEP_STARTED,
-            created_at=at,
-            correlation_id=cid,
-            in_band=in_band,
-            data=_attempt_first(started.data, 1),
-        )
-        step = created_running(event, start)
-        events.append(event)
-        event = start
-    plan.steps[cid] = step
     events.append(event)
+    if started is None:
+        step = created_step(event, run_id)
+    else:
+        extra = started.data
+        events.append(
+            _event(
+                run_id=run_id,
+                seq=seq + 1,
+                type=T.STEP_STARTED,
+                created_at=at,
+                correlation_id=cid,
+                in_band=in_band,
+                # _attempt_first(extra, 1), its common case inlined
+                data=extra.first("attempt", 1) if extra._items else _FIRST_ATTEMPT,
+            )
+        )
+        # created_running(event, start), inlined: both events are created ``at``
+        items = data._items
+        step = _new_step(
+            run_id=run_id,
+            step_id=cid,
+            step_name=items["step_name"],
+            status=StepStatuses.RUNNING,
+            input=items["input"],
+            attempt=1,
+            inline=items.get("inline", False),
+            created_at=at,
+            updated_at=at,
+            started_at=at,
+        )
+    steps[cid] = step
     plan.touched = step
 
 
 def _plan_step_change(
-    view: _Overlay, plan: Plan, request: EventRequest, at: datetime, in_band: bool
+    view: StateView, plan: Plan, request: EventRequest, at: datetime, in_band: bool
 ) -> None:
-    """:func:`_plan_one` for an event that changes a step: the same checks in the same order."""
+    """:func:`_plan_one` for an event that changes a step: the same checks in the same order.
+
+    ``view`` is the World's (the plan's own steps are looked up first).
+    """
     run = plan.run
     run_id = run.run_id
     kind = request.type
     cid = request.correlation_id
     assert cid is not None
-    step = plan.steps.get(cid) or view.base.step(cid)  # view.step(cid), inlined
+    steps = plan.steps
+    step = steps.get(cid) or view.step(cid)
     if step is None:
         raise StepNotFound(
             f"run {run_id!r} has no step {cid!r}: write step_created first", run_id=run_id
@@ -419,7 +448,7 @@ def _plan_step_change(
         data=data,
     )
     changed = STEP_CHANGES[kind](step, event)
-    plan.steps[cid] = changed
+    steps[cid] = changed
     events.append(event)
     plan.touched = changed
 
@@ -438,112 +467,13 @@ def _plan_outcome_and_start(
     """:func:`_plan_step_change` for ``outcome``, then :func:`_plan_step_created` of
     ``created`` with its ``step_started``: the batch a runtime writes every step.
 
-    ``requests`` is ``outcome, created, started``.  The same checks in the same order
-    with the same errors, in one call: ``outcome`` is a step's completion, failure or
-    retry (never its start), and ``created`` names another step than ``outcome``
-    (:func:`plan_batch` checks both).
+    ``requests`` is ``outcome, created, started``; :func:`plan_batch` checked that
+    ``outcome`` is a step's completion, failure or retry and that ``created`` names
+    another step.  Each refusal lives in the planner it belongs to, once.
     """
     outcome, created, started = requests
-    run = plan.run
-    run_id = run.run_id
-    kind = outcome.type
-    cid = outcome.correlation_id
-    assert cid is not None
-    steps = plan.steps
-    step = steps.get(cid) or view.step(cid)
-    if step is None:
-        raise StepNotFound(
-            f"run {run_id!r} has no step {cid!r}: write step_created first", run_id=run_id
-        )
-    step_status = step.status
-    if step_status in _STEP_ENDED:
-        raise EntityConflict(
-            f"run {run_id!r}: step {cid!r} is {step_status.value}; a terminal step "
-            f"accepts no {kind.value}",
-            run_id=run_id,
-        )
-    status = run.status
-    if status in _RUN_ENDED and (step_status is not StepStatuses.RUNNING or kind not in _STEP_ENDS):
-        raise RunExpired(
-            f"run {run_id!r} is {status.value}: only a step that was running when it "
-            f"ended may still report its outcome; step {cid!r} ({step_status.value}) "
-            f"accepts no {kind.value}",
-            run_id=run_id,
-        )
-    if step_status is not StepStatuses.RUNNING:
-        raise EntityConflict(
-            f"run {run_id!r}: step {cid!r} is {step_status.value}; write step_started "
-            f"before {kind.value}",
-            run_id=run_id,
-        )
-    events = plan.events
-    seq = plan.before.seq + len(events) + 1
-    event = _event(
-        run_id=run_id,
-        seq=seq,
-        type=kind,
-        created_at=at,
-        correlation_id=cid,
-        in_band=in_band,
-        data=outcome.data,
-    )
-    changed = STEP_CHANGES[kind](step, event)
-    steps[cid] = changed
-    events.append(event)
-    # _plan_step_created(view, plan, created, at, in_band, started=...), inlined
-    new_cid = created.correlation_id
-    assert new_cid is not None
-    if status in _RUN_ENDED:
-        _refuse_on_terminal_run(run, created)
-    if status is RunStatuses.PENDING:
-        raise EntityConflict(
-            f"run {run_id!r} is pending: write run_started before step_created {new_cid!r}",
-            run_id=run_id,
-        )
-    if new_cid in steps or view.has_step(new_cid):
-        raise EntityConflict(f"run {run_id!r}: step {new_cid!r} already exists", run_id=run_id)
-    event = _event(
-        run_id=run_id,
-        seq=seq + 1,
-        type=T.STEP_CREATED,
-        created_at=at,
-        correlation_id=new_cid,
-        in_band=in_band,
-        data=created.data,
-    )
-    if started.data._items:  # _attempt_first(started.data, 1), inlined
-        attempt = started.data.first("attempt", 1)
-    else:  # _owned({"attempt": 1}), inlined
-        items = {"attempt": 1}
-        attempt = _new_payload(Payload)
-        attempt._items = items
-        attempt.get = items.get  # type: ignore[method-assign,assignment]
-    start = _event(
-        run_id=run_id,
-        seq=seq + 2,
-        type=T.STEP_STARTED,
-        created_at=at,
-        correlation_id=new_cid,
-        in_band=in_band,
-        data=attempt,
-    )
-    # created_running(event, start), inlined
-    step = _new_step(
-        run_id=run_id,
-        step_id=new_cid,
-        step_name=created.data._items["step_name"],
-        status=StepStatuses.RUNNING,
-        input=created.data._items["input"],
-        attempt=1,
-        inline=created.data._items.get("inline", False),
-        created_at=at,
-        updated_at=at,
-        started_at=at,
-    )
-    steps[new_cid] = step
-    events.append(event)
-    events.append(start)
-    plan.touched = step
+    _plan_step_change(view, plan, outcome, at, in_band)
+    _plan_step_created(view, plan, created, at, in_band, started=started)
 
 
 #: The hot event types, each planned by a function of its own (no dispatch on the
@@ -569,7 +499,7 @@ def _plan_one(
     """Check one request against ``view`` and add its effect to ``plan``."""
     planner = _PLANNERS.get(request.type)
     if planner is not None:
-        planner(view, plan, request, at, in_band)
+        planner(view.base, plan, request, at, in_band)
         return
     run = plan.run
     kind = request.type
@@ -795,27 +725,28 @@ def plan_batch(
             and started.correlation_id == created.correlation_id
             and created.correlation_id != outcome.correlation_id
         )
-    entities: dict[str, EventType] = {}
-    for request in () if common else requests:
-        if request.type in BATCH_FORBIDDEN:
-            raise InvalidRequest(
-                f"{request.type.value} cannot be part of a batch: write it alone "
-                "(its outcome may differ from the request)",
-                run_id=run_id,
-            )
-        cid = request.correlation_id
-        if cid is None:
-            continue
-        previous = entities.get(cid)
-        if previous is not None and not (
-            previous is T.STEP_CREATED and request.type is T.STEP_STARTED
-        ):
-            raise InvalidRequest(
-                f"batch for run {run_id!r} names {cid!r} twice ({previous.value}, "
-                f"{request.type.value}); only step_created + step_started may share an entity",
-                run_id=run_id,
-            )
-        entities[cid] = request.type
+    if not common:
+        entities: dict[str, EventType] = {}
+        for request in requests:
+            if request.type in BATCH_FORBIDDEN:
+                raise InvalidRequest(
+                    f"{request.type.value} cannot be part of a batch: write it alone "
+                    "(its outcome may differ from the request)",
+                    run_id=run_id,
+                )
+            cid = request.correlation_id
+            if cid is None:
+                continue
+            previous = entities.get(cid)
+            if previous is not None and not (
+                previous is T.STEP_CREATED and request.type is T.STEP_STARTED
+            ):
+                raise InvalidRequest(
+                    f"batch for run {run_id!r} names {cid!r} twice ({previous.value}, "
+                    f"{request.type.value}); only step_created + step_started may share an entity",
+                    run_id=run_id,
+                )
+            entities[cid] = request.type
     if common:  # _start_plan(view, run_id), inlined
         run = view.run()
         if run is None:
@@ -861,12 +792,12 @@ def plan_batch(
                 following.type is T.STEP_STARTED
                 and following.correlation_id == request.correlation_id
             ):
-                _plan_step_created(overlay, plan, request, at, in_band, started=following)
+                _plan_step_created(view, plan, request, at, in_band, started=following)
                 skip = True
                 continue
         planner = planners.get(kind)
         if planner is not None:
-            planner(overlay, plan, request, at, in_band)
+            planner(view, plan, request, at, in_band)
         else:
             _plan_one(overlay, plan, request, at, in_band=in_band, in_batch=True)
         if len(events) != count + 1:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from operator import attrgetter
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -85,19 +87,25 @@ class _View:
         self._record = record
         state = record.state
         self._state = state
-        self._steps = state.steps
+        steps = self._steps = state.steps
+        # The steps dict's own bound methods (the run keeps that dict for good): a
+        # step read by the guards makes no Python call.
+        self.step = steps.get  # type: ignore[method-assign,assignment]
+        self.has_step = steps.__contains__  # type: ignore[method-assign,assignment]
+
+    if TYPE_CHECKING:  # at run time, the instance's attributes (see above)
+
+        def step(self, step_id: str) -> StepRecord | None:
+            """The run's step with this id."""
+
+        def has_step(self, step_id: str) -> bool:
+            """Whether the run has a step with this id."""
 
     def run(self) -> RunRecord | None:
         return self._state.run
 
     def counters(self) -> Snapshot:
         return self._record.counters
-
-    def step(self, step_id: str) -> StepRecord | None:
-        return self._steps.get(step_id)
-
-    def has_step(self, step_id: str) -> bool:
-        return step_id in self._steps
 
     def hook(self, hook_id: str) -> HookRecord | None:
         return self._state.hooks.get(hook_id)
@@ -164,10 +172,14 @@ class MemoryWorld:
         """Everything but durability and sharing between processes."""
         return Capabilities()
 
-    @property
-    def clock(self) -> Clock:
-        """The World's clock."""
-        return self._clock
+    if TYPE_CHECKING:
+
+        @property
+        def clock(self) -> Clock:
+            """The World's clock."""
+
+    else:  # the same read-only property, its getter in C (the runtime reads it twice a step)
+        clock = property(attrgetter("_clock"), doc="The World's clock.")
 
     async def close(self) -> None:
         """Nothing to release; idempotent."""
@@ -426,10 +438,16 @@ class _Events(_Facet):
         expected_seq: int | None = None,
     ) -> BatchResult:
         w = self._w
-        # The runtime's requests come validated (``EventRequest.of``): taken as they are.
-        checked = []
+        # The runtime's requests come validated (``EventRequest.of``): taken as they are
+        # (the guards only read the sequence, and keep nothing of it).
+        checked = requests
         for r in requests:
-            checked.append(r if type(r) is EventRequest and r._validated else check_request(r))
+            if not (type(r) is EventRequest and r._validated):
+                checked = [
+                    r if type(r) is EventRequest and r._validated else check_request(r)
+                    for r in requests
+                ]
+                break
         # w._record(run_id), its common case inlined (it raises for any other)
         record = w._runs.get(run_id) if type(run_id) is str else None
         if record is None or record.state.run is None:
