@@ -571,20 +571,18 @@ def _same_event(event: Event, expected: Event) -> bool:
     stores the very payload the request carried.)
     """
     return event is expected or (
-        event.__class__ is expected.__class__
-        and event.seq == expected.seq
-        and event.type is expected.type
-        and event.created_at == expected.created_at
-        and event.correlation_id == expected.correlation_id
-        and event.run_id == expected.run_id
-        and event.in_band == expected.in_band
-        and (event.data is expected.data or event.data == expected.data)
+        event.__class__ is expected.__class__ and _same_fields(event, expected)
     )
 
 
 def _same_as_provisional(event: Event, expected: _Provisional) -> bool:
     """:func:`_same_event` of ``event`` and the ``Event`` of ``expected``'s fields."""
-    return event.__class__ is Event and (
+    return event.__class__ is Event and _same_fields(event, expected)
+
+
+def _same_fields(event: Event, expected: Event | _Provisional) -> bool:
+    """Whether ``event`` has ``expected``'s fields (``Event.__eq__``'s, the payload last)."""
+    return (
         event.seq == expected.seq
         and event.type is expected.type
         and event.created_at == expected.created_at

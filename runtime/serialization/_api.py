@@ -113,10 +113,28 @@ def plain_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes | None:
     machinery.  ``None`` leaves anything else (a container, a class, an int out
     of range, a non-finite float) to the full path.
     """
-    if kwargs:
-        return _plain_call_named(args, kwargs)
+    if not kwargs:
+        texts = _scalar_texts(args)
+        if texts is None:
+            return None
+        return (_CALL_OPEN + ",".join(texts) + _CALL_CLOSE).encode("ascii")
+    texts = _scalar_texts((*args, *kwargs.values()))
+    if texts is None:
+        return None
+    count = len(args)
+    named: list[str] = []
+    for name, text in zip(kwargs, texts[count:], strict=True):
+        if type(name) is not str:
+            return None
+        named.append(_ascii_string(name) + ":" + text)
+    body = '{"args":[' + ",".join(texts[:count]) + '],"kwargs":{' + ",".join(named)
+    return _HEAD_PLAIN + (body + '},"closure":{}}').encode("ascii")
+
+
+def _scalar_texts(values: tuple[Any, ...]) -> list[str] | None:
+    """The encoder's text of each value, if every one is a plain JSON scalar; else None."""
     texts: list[str] = []
-    for value in args:
+    for value in values:
         t = type(value)
         # ``repr`` of an exact int or float is its type's own (json's text of it).
         if t is int:
@@ -134,37 +152,7 @@ def plain_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes | None:
             texts.append(repr(value))
         else:
             return None
-    return (_CALL_OPEN + ",".join(texts) + _CALL_CLOSE).encode("ascii")
-
-
-def _plain_call_named(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes | None:
-    """:func:`plain_call` of a call with keyword arguments."""
-    texts: list[str] = []
-    for value in (*args, *kwargs.values()):
-        t = type(value)
-        if t is int:
-            if _INT_LOW <= value <= INT_LIMIT:
-                texts.append(repr(value))
-                continue
-            return None
-        if t is str:
-            texts.append(_ascii_string(value))
-        elif value is None:
-            texts.append("null")
-        elif t is bool:
-            texts.append("true" if value else "false")
-        elif t is float and value - value == 0.0:
-            texts.append(repr(value))
-        else:
-            return None
-    count = len(args)
-    named: list[str] = []
-    for name, text in zip(kwargs, texts[count:], strict=True):
-        if type(name) is not str:
-            return None
-        named.append(_ascii_string(name) + ":" + text)
-    body = '{"args":[' + ",".join(texts[:count]) + '],"kwargs":{' + ",".join(named)
-    return _HEAD_PLAIN + (body + '},"closure":{}}').encode("ascii")
+    return texts
 
 
 NOT_PLAIN = object()
