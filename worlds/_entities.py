@@ -456,6 +456,10 @@ def twin(cls: type) -> type:
 
 def _twin_fields(cls: type) -> list[attrs.Attribute[Any]]:
     fields = list(attrs.fields(cls))
+    # Every slot a field (no hidden one ``__init__`` would fill, such as a cached hash).
+    slots = set(cls.__dict__.get("__slots__", ())) - {"__weakref__"}
+    if slots != {a.name for a in fields}:
+        raise TypeError(f"{cls.__name__}: slots besides its fields: {sorted(slots)}")
     for a in fields:
         if not a.init or a.validator or a.converter or a.alias != a.name:
             raise TypeError(f"{cls.__name__}.{a.name}: not a plain field")

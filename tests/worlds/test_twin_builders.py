@@ -193,3 +193,15 @@ def test_audit_hook_sees_a_class_assignment() -> None:
     finally:
         recording[0] = False
     assert seen == [("__class__", StepRecord)]
+
+
+def test_a_class_with_a_slot_besides_its_fields_is_refused() -> None:
+    # A cached hash is a slot __init__ fills and a twin would leave empty: refused at once.
+    @attrs.frozen(kw_only=True, cache_hash=True)
+    class Hashed:
+        a: int
+
+    with pytest.raises(TypeError, match="slots besides its fields"):
+        twin_builder(Hashed)
+    with pytest.raises(TypeError, match="slots besides its fields"):
+        twin_copier(Hashed, "a")
