@@ -87,25 +87,22 @@ class _View:
         self._record = record
         state = record.state
         self._state = state
-        steps = self._steps = state.steps
-        # The steps dict's own bound methods (the run keeps that dict for good): a
-        # step read by the guards makes no Python call.
-        self.step = steps.get  # type: ignore[method-assign,assignment]
-        self.has_step = steps.__contains__  # type: ignore[method-assign,assignment]
-
-    if TYPE_CHECKING:  # at run time, the instance's attributes (see above)
-
-        def step(self, step_id: str) -> StepRecord | None:
-            """The run's step with this id."""
-
-        def has_step(self, step_id: str) -> bool:
-            """Whether the run has a step with this id."""
+        self._steps = state.steps
 
     def run(self) -> RunRecord | None:
         return self._state.run
 
     def counters(self) -> Snapshot:
         return self._record.counters
+
+    # Methods, not the steps dict's bound methods: ``copy.deepcopy`` keeps a builtin
+    # method as it is, so a copied World's view would read the original's steps (the
+    # linearizability checker copies its reference World at every step of its search).
+    def step(self, step_id: str) -> StepRecord | None:
+        return self._steps.get(step_id)
+
+    def has_step(self, step_id: str) -> bool:
+        return step_id in self._steps
 
     def hook(self, hook_id: str) -> HookRecord | None:
         return self._state.hooks.get(hook_id)
