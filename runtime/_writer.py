@@ -51,6 +51,21 @@ class _Lock(asyncio.Lock):
     _locked: bool
     _waiters: collections.deque[asyncio.Future[bool]] | None
 
+    def take(self) -> bool:
+        """Take the lock if it is free and nobody waits (``acquire()`` without its
+        coroutine); False: await :meth:`acquire`."""
+        if self._locked or self._waiters:
+            return False
+        self._locked = True
+        return True
+
+    def give(self) -> None:
+        """``release()``; a held lock nobody waits for is only marked free."""
+        if self._waiters:
+            self.release()
+        else:
+            self._locked = False
+
 
 class InBandWriter:
     """This delivery's in-band writes, with the log and the live replay kept in step."""
@@ -69,10 +84,8 @@ class InBandWriter:
     async def write(self, request: EventRequest) -> Event | None:
         """One in-band event; ``None`` if the World appended nothing (a tolerated repeat)."""
         lock = self.lock
-        if lock._locked or lock._waiters:
+        if not lock.take():
             await lock.acquire()
-        else:  # lock.acquire() without its coroutine: free, nobody waiting
-            lock._locked = True
         try:
             try:
                 one = await self.world.events.create(
@@ -90,10 +103,7 @@ class InBandWriter:
             self._absorb(one.unseen, mine)
             return event
         finally:
-            if lock._waiters:
-                lock.release()
-            else:  # lock.release() of a held lock nobody waits for
-                lock._locked = False
+            lock.give()
 
     async def write_batch(
         self,
@@ -104,10 +114,8 @@ class InBandWriter:
     ) -> tuple[Event, ...]:
         """In-band events at consecutive positions, atomically."""
         lock = self.lock
-        if lock._locked or lock._waiters:
+        if not lock.take():
             await lock.acquire()
-        else:  # lock.acquire() without its coroutine: free, nobody waiting
-            lock._locked = True
         try:
             events = self.events
             try:
@@ -135,10 +143,7 @@ class InBandWriter:
                     replay.take(mine)
             return mine
         finally:
-            if lock._waiters:
-                lock.release()
-            else:  # lock.release() of a held lock nobody waits for
-                lock._locked = False
+            lock.give()
 
     def _absorb(self, unseen: tuple[Event, ...], mine: tuple[Event, ...]) -> None:
         if unseen:
