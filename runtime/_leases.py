@@ -15,8 +15,10 @@ included.  So renewal does not run there:
   virtual time (``durasim.sim``: one keeper per simulated delivery, renewed
   through its recording queue as the clock moves, :meth:`LeaseKeeper.next_renewal`
   telling it when the next renewal falls due).
-* :class:`Heartbeat`: one thread per worker with its own event loop, renewing
-  every held lease through the World's off-loop renewer
+* :class:`Heartbeat`: a worker's leases and loop, served by the process's one
+  heartbeat thread (its own event loop, shared by every worker, lingering a
+  while after its last user), renewing every held lease through the World's
+  off-loop renewer
   (``world.queue.lease_renewer()``: a separate connection for SQLite and
   PostgreSQL, a locked update for the in-memory World) and watching the
   worker's loop: a step that blocks it longer than
@@ -29,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 import threading
 import time
 import weakref
@@ -278,73 +281,144 @@ def _steps_on(thread_id: int, *, since: float) -> list[str]:
 
 
 class _BeatState:
-    """What the heartbeat thread holds: the World only while a lease is held.
+    """One :class:`Heartbeat`'s share of the heartbeat thread: the World only while a lease is held.
 
     The thread outlives its last user by :data:`Heartbeat.LINGER_SECONDS`; were it to
     hold the :class:`Heartbeat` (and so the World and its whole log) all that time, a
     worker dropped after :meth:`Worker.drain` would stay alive with everything it
     read.  So the thread holds this, and :meth:`Heartbeat.release` clears ``world``
-    and the watched loop as the last user leaves (the renewer made from the World is
-    closed at the thread's next beat).
+    and the watched loop as the last user leaves, and takes the state off the
+    thread's list (a renewer made from the World is closed at once).  Every field is
+    read and written under the hub's lock, but ``_watched`` and ``_watched_thread``
+    (read by the watcher on the thread, one atomic load each).
     """
 
     __slots__ = (
         "_watched",
         "_watched_thread",
-        "closed",
-        "idle_since",
         "keeper",
-        "lock",
-        "thread",
+        "registered",
+        "renewing",
+        "tick",
         "users",
-        "wake",
         "world",
     )
 
     def __init__(self, keeper: LeaseKeeper) -> None:
         self.keeper = keeper
-        self.lock = threading.Lock()
+        policy = keeper.policy
+        #: How often this state's leases and loop are looked at (the thread beats at the
+        #: shortest tick of the states it serves).
+        self.tick = min(policy.renew_every, policy.warn_blocked_after) / 2
         self.users = 0
-        self.idle_since: float | None = None
-        self.thread: threading.Thread | None = None
+        #: On the hub's list of states served (while a user is in).
+        self.registered = False
+        #: The thread holds a renewer made from the World (closed when the last user leaves).
+        self.renewing = False
         self.world: World | None = None
         self._watched: asyncio.AbstractEventLoop | None = None
         self._watched_thread = 0
-        #: Set when the Heartbeat is gone: the thread ends at once, without lingering.
-        self.closed = False
-        #: Resolved to wake the thread's sleep (its loop's future), set by the thread.
-        self.wake: asyncio.Future[None] | None = None
-
-    def finished(self) -> bool:
-        """Whether the thread should end now (and, if so, forget it: the next user starts one)."""
-        with self.lock:
-            idle = self.idle_since
-            if self.closed:
-                self.thread = None
-                return True
-            if self.users or idle is None or time.monotonic() - idle < Heartbeat.LINGER_SECONDS:
-                return False
-            self.thread = None
-            return True
-
-    def close(self) -> None:
-        """The Heartbeat was dropped: end the thread now (called from any thread)."""
-        with self.lock:
-            self.closed = True
-            wake = self.wake
-        if wake is not None:
-            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
-                wake.get_loop().call_soon_threadsafe(_resolve, wake)
 
     def serving(self) -> bool:
         """Whether a lease is held (a user is in), without taking the World."""
-        with self.lock:
+        with _hub.lock:
             return self.users > 0
 
     def in_use(self) -> World | None:
         """The World while a lease is held; None once the last user left."""
-        with self.lock:
+        with _hub.lock:
             return self.world
+
+
+class _Hub:
+    """The process's one heartbeat thread and the states it serves.
+
+    One thread for every :class:`Heartbeat` in the process: starting a thread and
+    its event loop per worker cost a run about half a millisecond (``Thread.start``
+    waits for the new thread, which then competes for the GIL while it makes its
+    loop), more than a one-step run's own work.  Every field is guarded by ``lock``
+    (a fork makes the child a fresh hub: :meth:`reset`).
+    """
+
+    #: The longest sleep of a thread that serves no state (it lingers, then ends).
+    IDLE_TICK = 0.5
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        #: The states served (an insertion-ordered set).
+        self.states: dict[_BeatState, None] = {}
+        self.thread: threading.Thread | None = None
+        #: Resolved to cut the thread's current sleep short (made by the thread).
+        self.wake: asyncio.Future[None] | None = None
+        #: The length of the thread's current sleep: a new state with a shorter tick wakes it.
+        self.sleeping_for = 0.0
+        #: Since when no state is served (the thread ends LINGER_SECONDS later).
+        self.idle_since: float | None = None
+        #: States of Heartbeats dropped while a user was in, left by the thread at its next
+        #: beat (appended by a finalizer, which must not take the lock: the garbage
+        #: collector may run it in a thread that holds it).
+        self.dropped: list[_BeatState] = []
+
+    def join(self, state: _BeatState) -> None:
+        """Serve ``state`` (under the lock); starts the thread if none runs."""
+        state.registered = True
+        self.states[state] = None
+        self.idle_since = None
+        if state.tick < self.sleeping_for:
+            self.poke()
+        if self.thread is None:  # none yet, ended after lingering, or died (logged)
+            thread = threading.Thread(target=_serve, name="durasim-heartbeat", daemon=True)
+            self.thread, self.sleeping_for = thread, 0.0
+            thread.start()
+
+    def leave(self, state: _BeatState) -> None:
+        """Stop serving ``state`` (under the lock)."""
+        if not state.registered:
+            return
+        state.registered = False
+        del self.states[state]
+        if not self.states:
+            self.idle_since = time.monotonic()
+        if state.renewing:  # its renewer holds the World: closed now, not at the next beat
+            self.poke()
+
+    def poke(self) -> None:
+        """Cut the thread's sleep short (under the lock)."""
+        wake, self.wake, self.sleeping_for = self.wake, None, 0.0
+        if wake is not None:
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+                wake.get_loop().call_soon_threadsafe(_resolve, wake)
+
+    def reset(self) -> None:
+        """In a forked child: the parent's thread does not exist there, nor its renewers.
+
+        Only the child's own deliveries are renewed there (a Heartbeat in use joins
+        again at its next :meth:`Heartbeat.acquire`).
+        """
+        self.lock = threading.Lock()
+        for state in self.states:
+            state.registered = False
+        self.states.clear()
+        self.dropped.clear()
+        self.thread = None
+        self.wake = None
+        self.idle_since = None
+        self.sleeping_for = 0.0
+
+
+_hub = _Hub()
+os.register_at_fork(after_in_child=_hub.reset)
+
+
+def _dropped(state: _BeatState) -> None:
+    """A :class:`Heartbeat` was collected: the thread lets its state go (any thread, no lock)."""
+    state.world = state._watched = None
+    if state.registered:  # dropped while a user was in: the thread leaves it at once
+        _hub.dropped.append(state)
+        wake = _hub.wake
+        if wake is not None:
+            with contextlib.suppress(RuntimeError):
+                wake.get_loop().call_soon_threadsafe(_resolve, wake)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -353,15 +427,19 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 
 class Heartbeat:
-    """A thread that renews a :class:`LeaseKeeper`'s leases and watches a loop.
+    """Renews a :class:`LeaseKeeper`'s leases and watches a loop, from the heartbeat thread.
 
-    :meth:`acquire` starts it (or keeps it) and :meth:`release` lets it go; with
-    no user for :data:`LINGER_SECONDS` the thread ends, so a serving worker
-    keeps one thread, not one per delivery.  The thread runs its own event
-    loop, so a renewer bound to it (a separate database connection) never
-    touches the worker's.  While no lease is held the thread holds neither the
-    World nor this object: a worker dropped after its last delivery is freed at
-    once, lingering thread or not.
+    One thread serves every Heartbeat in the process, with its own event loop,
+    so a renewer bound to it (a separate database connection) never touches a
+    worker's loop.  :meth:`acquire` puts this Heartbeat on the thread's list
+    (starting the thread if none runs) and :meth:`release` takes it off as its
+    last user leaves; with no Heartbeat to serve for :data:`LINGER_SECONDS` the
+    thread ends, so back-to-back workers share one thread, not one each.  While
+    no lease is held the thread holds neither the World nor this object: a
+    worker dropped after its last delivery is freed at once, lingering thread or
+    not.  Each Heartbeat keeps its own loop watcher and its own renewer (made
+    when a renewal is first due, closed when its last user leaves); one World's
+    slow renewal never holds back another's (each runs as its own task).
 
     Args:
         world: the World whose queue renews the leases.
@@ -375,88 +453,166 @@ class Heartbeat:
         self.world = world
         self.keeper = keeper
         self._state = _BeatState(keeper)
-        # A worker dropped with its thread lingering: the thread ends now, not 3 s later.
-        weakref.finalize(self, self._state.close)
+        # A worker dropped while a user is in: the thread lets its state go at once.
+        weakref.finalize(self, _dropped, self._state)
 
     @property
     def alive(self) -> bool:
-        """Whether the heartbeat thread is running."""
-        with self._state.lock:
-            return self._state.thread is not None
+        """Whether the heartbeat thread (the process's one) is running."""
+        with _hub.lock:
+            thread = _hub.thread
+        return thread is not None and thread.is_alive()
+
+    @property
+    def serving(self) -> bool:
+        """Whether the heartbeat thread serves this Heartbeat now (a user is in)."""
+        with _hub.lock:
+            return self._state.registered
 
     def acquire(self) -> None:
-        """Start the thread if it is not running; called on the worker's loop."""
+        """One more user (a delivery); called on the worker's loop."""
         state = self._state
-        with state.lock:
+        loop = asyncio.get_running_loop()
+        ident = threading.get_ident()
+        hub = _hub
+        with hub.lock:
             state.users += 1
-            state.idle_since = None
             state.world = self.world
-            state._watched = asyncio.get_running_loop()
-            state._watched_thread = threading.get_ident()
-            if state.thread is not None:
-                return
-            state.thread = threading.Thread(
-                target=_main, args=(state,), name="durasim-heartbeat", daemon=True
-            )
-            state.thread.start()
+            state._watched = loop
+            state._watched_thread = ident
+            if not state.registered or hub.thread is None:
+                hub.join(state)
 
     def release(self) -> None:
-        """One user is done; the thread ends after :data:`LINGER_SECONDS` without one."""
+        """One user is done; the last takes this Heartbeat off the thread."""
         state = self._state
-        with state.lock:
+        hub = _hub
+        with hub.lock:
             state.users -= 1
             if state.users == 0:
-                state.idle_since = time.monotonic()
                 state.world = None
                 state._watched = None
+                hub.leave(state)
 
 
-def _main(state: _BeatState) -> None:
+def _serve() -> None:
+    """The heartbeat thread: beats until no state was served for LINGER_SECONDS."""
     loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(_beat(state))
+        loop.run_until_complete(_beats(loop))
+    except BaseException:  # never silently: the next acquire() starts a new thread
+        log.exception("the lease heartbeat thread failed; it starts again at the next delivery")
     finally:
+        with _hub.lock:
+            if _hub.thread is threading.current_thread():
+                _hub.thread = _hub.wake = None
         loop.close()
 
 
-async def _beat(state: _BeatState) -> None:
-    policy = state.keeper.policy
-    watcher = _LoopWatcher(state, policy.warn_blocked_after)
-    tick = min(policy.renew_every, policy.warn_blocked_after) / 2
-    renewer: LeaseRenewer | None = None
-    extend: Extend | None = None
-    wake: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    with state.lock:
-        state.wake = wake
+async def _beats(loop: asyncio.AbstractEventLoop) -> None:
+    hub = _hub
+    beats: dict[_BeatState, _Beat] = {}
+    closing: set[asyncio.Task[None]] = set()
     try:
-        while not state.finished():
-            watcher.check()
-            if not state.serving():
-                if renewer is not None:  # the last user left: let the World go
-                    with contextlib.suppress(Exception):
-                        await renewer.close()
-                renewer = extend = None
-            elif state.keeper.due():  # made when first needed, kept while a lease is held
-                # The World is taken only here, when a renewal is due: a beat that finds
-                # nothing to renew never holds it, not even for an instant, so a worker
-                # released meanwhile is freed at once (its beat may be mid-way).
-                if extend is None:
-                    world = state.in_use()
-                    if world is not None:
-                        make = getattr(world.queue, "lease_renewer", None)
-                        renewer = make() if make is not None else None
-                        extend = _extender(state, world, renewer)
-                    del world
-                if extend is not None:
-                    try:
-                        await state.keeper.renew_due(extend)
-                    except Exception:  # never let the heartbeat die; the next beat retries
-                        log.exception("lease renewal failed")
+        while True:
+            with hub.lock:
+                while hub.dropped:
+                    hub.leave(hub.dropped.pop())
+                states = list(hub.states)
+                if states:
+                    tick = min(state.tick for state in states)
+                else:
+                    since = hub.idle_since
+                    idle = 0.0 if since is None else time.monotonic() - since
+                    left = Heartbeat.LINGER_SECONDS - idle
+                    if left <= 0:
+                        hub.thread = hub.wake = None  # the next user starts a new one
+                        return
+                    tick = min(left, _Hub.IDLE_TICK)
+                wake: asyncio.Future[None] = loop.create_future()
+                hub.wake, hub.sleeping_for = wake, tick
+            served = set(states)
+            for state in [s for s in beats if s not in served]:
+                task = asyncio.ensure_future(beats.pop(state).close())
+                closing.add(task)
+                task.add_done_callback(closing.discard)
+            for state in states:
+                beat = beats.get(state)
+                if beat is None:
+                    beat = beats[state] = _Beat(state)
+                try:
+                    beat.check()
+                except Exception:  # never let one worker's beat stop the others'
+                    log.exception("lease heartbeat failed")
+            del states, served
             await asyncio.wait((wake,), timeout=tick)
     finally:
+        for beat in beats.values():
+            closing.add(asyncio.ensure_future(beat.close()))
+        if closing:
+            await asyncio.gather(*closing, return_exceptions=True)
+
+
+class _Beat:
+    """What the thread keeps for one state it serves: its loop watcher, and its renewer."""
+
+    __slots__ = ("extend", "renewer", "state", "task", "watcher")
+
+    def __init__(self, state: _BeatState) -> None:
+        self.state = state
+        self.watcher = _LoopWatcher(state, state.keeper.policy.warn_blocked_after)
+        self.renewer: LeaseRenewer | None = None
+        self.extend: Extend | None = None
+        #: The renewal (or renewer closing) under way, if any.
+        self.task: asyncio.Task[None] | None = None
+
+    def check(self) -> None:
+        """One beat: ping the watched loop, and start renewing what is due."""
+        self.watcher.check()
+        task = self.task
+        if task is not None and not task.done():
+            return  # a renewal still under way (a slow World) is not started twice
+        state = self.state
+        if not state.serving():
+            if self.extend is not None:  # the last user left: let the World go
+                self.task = asyncio.ensure_future(self._close_renewer())
+        elif state.keeper.due():
+            # The World is taken only in the renewal, when one is due: a beat that finds
+            # nothing to renew never holds it, not even for an instant, so a worker
+            # released meanwhile is freed at once (its beat may be mid-way).
+            self.task = asyncio.ensure_future(self._renew())
+
+    async def _renew(self) -> None:
+        state = self.state
+        try:
+            if self.extend is None:  # made when first needed, kept while a lease is held
+                world = state.in_use()
+                if world is None:
+                    return
+                make = getattr(world.queue, "lease_renewer", None)
+                self.renewer = make() if make is not None else None
+                self.extend = _extender(state, world, self.renewer)
+                with _hub.lock:
+                    state.renewing = True
+                del world
+            await state.keeper.renew_due(self.extend)
+        except Exception:  # the next beat retries
+            log.exception("lease renewal failed")
+
+    async def _close_renewer(self) -> None:
+        renewer, self.renewer, self.extend = self.renewer, None, None
+        with _hub.lock:
+            self.state.renewing = False
         if renewer is not None:
             with contextlib.suppress(Exception):
                 await renewer.close()
+
+    async def close(self) -> None:
+        """The state left (or the thread ends): let the renewal end, then close the renewer."""
+        task = self.task
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
+        await self._close_renewer()
 
 
 def _extender(state: _BeatState, world: World, renewer: LeaseRenewer | None) -> Extend:

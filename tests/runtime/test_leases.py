@@ -388,11 +388,15 @@ async def leak_sequence(n: int) -> int:
     return total
 
 
-def test_a_drained_worker_and_its_world_are_freed_while_the_heartbeat_lingers() -> None:
+def test_a_drained_worker_and_its_world_are_freed_while_the_heartbeat_lingers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The heartbeat thread outlives its last delivery (LINGER_SECONDS); it must not keep
     # the Worker, the World or the log it read alive meanwhile.
     import gc
     import weakref
+
+    import durasim.runtime._leases as leases
 
     refs: list[weakref.ref[Any]] = []
     threads: list[Any] = []
@@ -404,8 +408,9 @@ def test_a_drained_worker_and_its_world_are_freed_while_the_heartbeat_lingers() 
         worker = Worker(world, lease_seconds=600, renew_every=200)
         await worker.drain()
         assert await run.result() == 10
-        assert worker.heartbeat.alive  # lingering, as designed
-        threads.append(worker.heartbeat._state.thread)
+        assert worker.heartbeat.alive  # the process's thread lingers, as designed...
+        assert not worker.heartbeat.serving  # ...but no longer serves the drained worker
+        threads.append(leases._hub.thread)
         first = (await world.events.list(run.run_id)).events[0]  # the log, by one of its events
         refs.extend(weakref.ref(o) for o in (world, worker, worker.heartbeat, first))
 
@@ -414,12 +419,24 @@ def test_a_drained_worker_and_its_world_are_freed_while_the_heartbeat_lingers() 
         loop.run_until_complete(one())
         gc.collect()
         assert [r() for r in refs] == [None] * len(refs)  # the loop has not run again
-        # ...and the thread of the dropped worker ends now, not LINGER_SECONDS later
-        # (woken, not polled: the join's bound is never reached).
+        assert threads[0] is not None
+        assert threads[0].is_alive()  # lingering, holding nothing of the worker
+        # ...and the shared thread ends once nobody used it for LINGER_SECONDS (made 0
+        # here, its sleep cut short: the join's bound is never reached).
+        _end_lingering(monkeypatch)
         threads[0].join(timeout=60)
         assert not threads[0].is_alive()
     finally:
         loop.close()
+
+
+def _end_lingering(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let the shared heartbeat thread end at its next beat, and beat now."""
+    import durasim.runtime._leases as leases
+
+    monkeypatch.setattr(leases.Heartbeat, "LINGER_SECONDS", 0.0)
+    with leases._hub.lock:
+        leases._hub.poke()
 
 
 #: Set once the heartbeat's beat has begun while a lease is held (cleared by its test).
@@ -439,13 +456,17 @@ async def leak_one_beat(n: int) -> int:
     return await leak_hold_until_beat(n)
 
 
-def test_a_beat_under_way_as_the_worker_is_dropped_does_not_keep_the_world() -> None:
+def test_a_beat_under_way_as_the_worker_is_dropped_does_not_keep_the_world(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # CI on 3.12 (session 11): a beat that had taken the World just before the last lease
     # was released still held it when the worker was dropped.  Made deterministic here: the
     # heartbeat's beat is stopped mid-way (in the keeper's due()) while the run finishes,
     # the worker is released and dropped, and everything is collected.
     import gc
     import weakref
+
+    import durasim.runtime._leases as leases
 
     entered = _BEAT_ENTERED
     entered.clear()
@@ -470,7 +491,8 @@ def test_a_beat_under_way_as_the_worker_is_dropped_does_not_keep_the_world() -> 
         await worker.drain()
         assert await run.result() == 7
         assert entered.is_set()  # the beat began while the step held its lease...
-        threads.append(worker.heartbeat._state.thread)
+        assert not worker.heartbeat.serving  # (the drained worker left the thread at once)
+        threads.append(leases._hub.thread)
         first = (await world.events.list(run.run_id)).events[0]
         refs.extend(weakref.ref(o) for o in (world, first))
 
@@ -481,6 +503,7 @@ def test_a_beat_under_way_as_the_worker_is_dropped_does_not_keep_the_world() -> 
         # ...and is still under way: it must not be what keeps the World and its log.
         assert [r() for r in refs] == [None] * len(refs)
         go.set()
+        _end_lingering(monkeypatch)
         threads[0].join(timeout=60)
         assert not threads[0].is_alive()
     finally:
