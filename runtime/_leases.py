@@ -512,7 +512,8 @@ def _serve() -> None:
 async def _beats(loop: asyncio.AbstractEventLoop) -> None:
     hub = _hub
     beats: dict[_BeatState, _Beat] = {}
-    closing: set[asyncio.Task[None]] = set()
+    #: The beats of states that left, closing their renewers (after a renewal under way).
+    closing: dict[asyncio.Task[None], _Beat] = {}
     try:
         while True:
             with hub.lock:
@@ -533,9 +534,10 @@ async def _beats(loop: asyncio.AbstractEventLoop) -> None:
                 hub.wake, hub.sleeping_for = wake, tick
             served = set(states)
             for state in [s for s in beats if s not in served]:
-                task = asyncio.ensure_future(beats.pop(state).close())
-                closing.add(task)
-                task.add_done_callback(closing.discard)
+                left_beat = beats.pop(state)
+                task = asyncio.ensure_future(left_beat.close())
+                closing[task] = left_beat
+                task.add_done_callback(closing.pop)
             for state in states:
                 beat = beats.get(state)
                 if beat is None:
@@ -547,10 +549,14 @@ async def _beats(loop: asyncio.AbstractEventLoop) -> None:
             del states, served
             await asyncio.wait((wake,), timeout=tick)
     finally:
-        for beat in beats.values():
-            closing.add(asyncio.ensure_future(beat.close()))
-        if closing:
-            await asyncio.gather(*closing, return_exceptions=True)
+        # No lease is held any more (or the thread failed): a renewal still under way (a
+        # stuck connection) is cancelled, so the thread ends and its renewers are closed.
+        for beat in [*beats.values(), *closing.values()]:
+            if beat.task is not None:
+                beat.task.cancel()
+        ends = [*closing, *(asyncio.ensure_future(beat.close()) for beat in beats.values())]
+        if ends:
+            await asyncio.gather(*ends, return_exceptions=True)
 
 
 class _Beat:
