@@ -628,7 +628,9 @@ async def _steps_per_s(kind: str, directory: Path, wf: Any, n: int) -> tuple[flo
     return n / elapsed, (time.process_time() - cpu) / n * 1e6
 
 
-async def targets(python: Path | None, rounds: int, n: int) -> dict[str, Any]:
+async def targets(
+    python: Path | None, rounds: int, n: int, *, memory_only: bool = False
+) -> dict[str, Any]:
     """Issue 22's runtime targets, each with its floor or peer measured in the same round.
 
     Every round measures, one after the other in the same minute: the bare WAL+FULL
@@ -638,6 +640,7 @@ async def targets(python: Path | None, rounds: int, n: int) -> dict[str, Any]:
     ``n`` steps: flatness), and DBOS on SQLite if ``--peers-python`` exists.  The
     ratio of each round is taken, and the median of those ratios is reported (the
     VM's disk and CPU drift within minutes; a ratio inside one round does not).
+    ``memory_only``: only the MemoryWorld rows (quick; no floor, peer or disk).
     """
     directory = Path(tempfile.mkdtemp(prefix="durasim-bench-targets-"))
     have_peer = python is not None  # the caller passes None when it does not exist
@@ -647,15 +650,19 @@ async def targets(python: Path | None, rounds: int, n: int) -> dict[str, Any]:
         per.setdefault(key, []).append(value)
 
     for index in range(rounds):
-        note("floor_full", bare_commits(directory, 300, "FULL"))
-        note("power", (await _steps_per_s("power", directory, sequential, n))[0])
-        note("floor_normal", bare_commits(directory, 3000, "NORMAL"))
-        note("process", (await _steps_per_s("process", directory, sequential, n))[0])
+        if not memory_only:
+            note("floor_full", bare_commits(directory, 300, "FULL"))
+            note("power", (await _steps_per_s("power", directory, sequential, n))[0])
+            note("floor_normal", bare_commits(directory, 3000, "NORMAL"))
+            note("process", (await _steps_per_s("process", directory, sequential, n))[0])
         for label, wf in (("memory_sync", sequential), ("memory_async", sequential_async)):
             for size in (100, n):
                 rate, cpu_us = await _steps_per_s("memory", directory, wf, size)
                 note(f"{label}/{size}", rate)
                 note(f"{label}/{size} cpu_us", cpu_us)
+        if memory_only:
+            print(f"  round {index + 1}: " + ", ".join(f"{k} {v[-1]:.3g}" for k, v in per.items()))
+            continue
         if have_peer:
             theirs = peer(python, "dbos_steps.py", ["--n", str(n), "--repeat", "1"])
             if "results" in theirs:
@@ -674,7 +681,7 @@ async def targets(python: Path | None, rounds: int, n: int) -> dict[str, Any]:
     print(f"issue 22 targets, {rounds} rounds in turns, n={n}, medians (ratios: median per round):")
     print(f"  {'target':40} {'durasim':>10} {'floor/peer':>11} {'ratio':>7} {'goal':>6}  met")
     table: list[dict[str, Any]] = []
-    for title, ours, theirs, ratio, goal in rows:
+    for title, ours, theirs, ratio, goal in [] if memory_only else rows:
         if ratio not in med:
             print(f"  {title:40} {med[ours]:10.0f} {'not run':>11}   (no {theirs}: --peers-python)")
             table.append({"target": title, "measured": med[ours], "ratio": None, "goal": goal})
@@ -694,11 +701,12 @@ async def targets(python: Path | None, rounds: int, n: int) -> dict[str, Any]:
                 "met": met,
             }
         )
-    process_met = med["process"] >= 10_000
-    print(
-        f"  {'SQLite process >= 10,000 steps/s':40} {med['process']:10.0f} {'':>11} {'':>7}"
-        f" {'':>6}  {'yes' if process_met else 'NO'}"
-    )
+    if not memory_only:
+        process_met = med["process"] >= 10_000
+        print(
+            f"  {'SQLite process >= 10,000 steps/s':40} {med['process']:10.0f} {'':>11} {'':>7}"
+            f" {'':>6}  {'yes' if process_met else 'NO'}"
+        )
     for label in ("memory_sync", "memory_async"):
         for size in (100, n):
             rate, cpu_us = med[f"{label}/{size}"], med[f"{label}/{size} cpu_us"]
@@ -840,6 +848,12 @@ if __name__ == "__main__":
         "--targets", type=int, metavar="ROUNDS", help="only issue 22's targets beside their floors"
     )
     parser.add_argument(
+        "--targets-memory",
+        type=int,
+        metavar="ROUNDS",
+        help="only the MemoryWorld rows of --targets (quick)",
+    )
+    parser.add_argument(
         "--leak-fresh", type=int, metavar="N", help="only N back-to-back fresh Worker+World runs"
     )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
@@ -856,9 +870,11 @@ if __name__ == "__main__":
     if arguments.leak_fresh:
         print(json.dumps(asyncio.run(leak_fresh(arguments.leak_fresh))))
         sys.exit(0)
-    if arguments.targets:
+    if arguments.targets or arguments.targets_memory:
         peers = arguments.peers_python if arguments.peers_python.exists() else None
-        figures = asyncio.run(targets(peers, arguments.targets, arguments.n))
+        memory_only = not arguments.targets
+        rounds = arguments.targets or arguments.targets_memory
+        figures = asyncio.run(targets(peers, rounds, arguments.n, memory_only=memory_only))
         if arguments.json:
             arguments.json.write_text(json.dumps(figures, indent=1, default=str))
         sys.exit(0)

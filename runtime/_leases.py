@@ -118,12 +118,23 @@ class LeasePolicy:
         The derived interval is :data:`DEFAULT_RENEW_EVERY`, or a third of a
         shorter lease's length, so several renewals can fail before it lapses.
         """
+        # A Worker's defaults: one instance, validated once (frozen, so it can be shared).
+        if (
+            lease_seconds is None
+            and renew_every is None
+            and warn_blocked_after.__class__ is float  # not True, nor 1: validated as given
+            and warn_blocked_after == 1.0
+        ):
+            return _DEFAULT_POLICY
         lease = DEFAULT_LEASE_SECONDS if lease_seconds is None else lease_seconds
         if renew_every is None:
             renew_every = min(DEFAULT_RENEW_EVERY, _positive("lease_seconds", lease) / 3)
         return cls(
             lease_seconds=lease, renew_every=renew_every, warn_blocked_after=warn_blocked_after
         )
+
+
+_DEFAULT_POLICY = LeasePolicy.of(DEFAULT_LEASE_SECONDS, DEFAULT_RENEW_EVERY)
 
 
 class LeaseRenewer(Protocol):

@@ -19,6 +19,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from durasim.runtime import (
     LeaseOptionsError,
@@ -54,6 +56,32 @@ def test_defaults_recover_a_dead_workers_runs_in_about_five_seconds() -> None:
     assert worker.leases.policy.renew_every == 1.0
     assert LeasePolicy.of(30.0, None).renew_every == 1.0
     assert LeasePolicy.of(0.3, None).renew_every == pytest.approx(0.1)
+
+
+@given(
+    st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(-3, 3),
+        st.booleans(),
+        st.just(1.0),
+    )
+)
+def test_the_default_policy_shortcut_equals_the_general_path(warn: Any) -> None:
+    # LeasePolicy.of(None, None) hands out one validated default instance: the same
+    # value, or the same refusal, as building the policy from the defaults anew.
+    def outcome(make: Any) -> Any:
+        try:
+            return make()
+        except LeaseOptionsError as exc:
+            return ("refused", str(exc))
+
+    shortcut = outcome(lambda: LeasePolicy.of(None, None, warn_blocked_after=warn))
+    general = outcome(
+        lambda: LeasePolicy(lease_seconds=5.0, renew_every=1.0, warn_blocked_after=warn)
+    )
+    assert shortcut == general
+    if not isinstance(shortcut, tuple):
+        assert type(shortcut.warn_blocked_after) is type(general.warn_blocked_after)
 
 
 @pytest.mark.parametrize(
