@@ -5,7 +5,7 @@ handed to :meth:`Engine.handle`, which runs it and says how to settle it: acked
 when the delivery ends, released with a back-off when the World failed under it,
 and re-queued with a count when the replay diverged
 (:func:`~durasim.runtime.lowlevel.settle`).  The lease is renewed meanwhile by a
-heartbeat thread (:mod:`._leases`), so a step that blocks the loop cannot let it
+heartbeat thread (:mod:`._heartbeat`), so a step that blocks the loop cannot let it
 lapse.  Runs whose deliveries
 died are recovered by the queue itself: an unacked message is redelivered, with
 the same id, once its lease expires.
@@ -25,7 +25,8 @@ from durasim.worlds import Delivery, StorageFull, World, WorldError, WorldFileCh
 from ._client import Run
 from ._engine import engine_for
 from ._errors import RunNotFinished
-from ._leases import Heartbeat, LeaseKeeper, LeasePolicy
+from ._heartbeat import Heartbeat
+from ._leases import LeaseKeeper, LeasePolicy
 from ._orchestrator import DeliveryReport, Limits
 from ._otel import span
 from ._settlement import REQUEUE_DELAY, DeliveryStatus, SettleAction, Settlement

@@ -1,4 +1,4 @@
-"""The process's one heartbeat thread, shared by every worker (``runtime/_leases.py``).
+"""The process's one heartbeat thread, shared by every worker (``runtime/_heartbeat.py``).
 
 Renewals are observed through fake renewers that set events (bounded waits,
 never reached when the code is right); nothing here asserts a duration.
@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-import durasim.runtime._leases as leases
+import durasim.runtime._heartbeat as beats
 from durasim.runtime import Worker, start, step, workflow
-from durasim.runtime._leases import Heartbeat, LeaseKeeper, LeasePolicy
+from durasim.runtime._heartbeat import Heartbeat
+from durasim.runtime._leases import LeaseKeeper, LeasePolicy
 from durasim.worlds import Delivery, FixedClock, MemoryWorld
 
 BOUND = 60.0  # seconds a wait may take at most (never reached when the code is right)
@@ -89,7 +90,7 @@ async def test_back_to_back_and_side_by_side_workers_share_one_thread() -> None:
         await worker.drain()
         assert await run.result() == 3
         assert not worker.heartbeat.serving  # the drained worker left the thread at once
-        seen.add(leases._hub.thread)
+        seen.add(beats._hub.thread)
     assert len(seen) == 1
     (thread,) = seen
     assert thread is not None
@@ -102,7 +103,7 @@ async def test_back_to_back_and_side_by_side_workers_share_one_thread() -> None:
     try:
         assert first.serving
         assert second.serving
-        assert leases._hub.thread is thread
+        assert beats._hub.thread is thread
         assert sum(t.name == "durasim-heartbeat" for t in threading.enumerate()) == 1
     finally:
         first.release()
@@ -184,19 +185,19 @@ async def test_a_worker_dropped_while_serving_leaves_the_thread(
     assert world() is None  # the state let the World go at once
     assert state.world is None
     # The thread takes the state off its list at its next beat (woken now).
-    thread = leases._hub.thread
+    thread = beats._hub.thread
     assert thread is not None
     _end_lingering(monkeypatch)
     thread.join(timeout=BOUND)
     assert not thread.is_alive()
-    assert state not in leases._hub.states
+    assert state not in beats._hub.states
     assert not state.registered
 
 
 def _end_lingering(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Heartbeat, "LINGER_SECONDS", 0.0)
-    with leases._hub.lock:
-        leases._hub.poke()
+    with beats._hub.lock:
+        beats._hub.poke()
 
 
 async def test_the_thread_ends_after_lingering_and_the_next_user_starts_another(
@@ -205,7 +206,7 @@ async def test_the_thread_ends_after_lingering_and_the_next_user_starts_another(
     heartbeat = Heartbeat(MemoryWorld(), LeaseKeeper(LeasePolicy()))
     heartbeat.acquire()
     heartbeat.release()
-    thread = leases._hub.thread
+    thread = beats._hub.thread
     assert thread is not None
     assert heartbeat.alive  # lingering with no user
     _end_lingering(monkeypatch)
@@ -216,7 +217,7 @@ async def test_the_thread_ends_after_lingering_and_the_next_user_starts_another(
     heartbeat.acquire()
     try:
         assert heartbeat.alive
-        assert leases._hub.thread is not thread
+        assert beats._hub.thread is not thread
     finally:
         heartbeat.release()
 
@@ -228,7 +229,7 @@ class Died(BaseException):
 async def test_a_thread_that_dies_is_logged_and_restarted_by_the_next_acquire(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    plain = leases._Beat.check
+    plain = beats._Beat.check
     died = threading.Event()
 
     def dying(self: Any) -> None:
@@ -237,7 +238,7 @@ async def test_a_thread_that_dies_is_logged_and_restarted_by_the_next_acquire(
             raise Died  # not an Exception: ends the thread's loop
         plain(self)
 
-    monkeypatch.setattr(leases._Beat, "check", dying)
+    monkeypatch.setattr(beats._Beat, "check", dying)
     renewer = FakeRenewer()
     world = _fake_world(renewer)
     keeper = LeaseKeeper(LeasePolicy(lease_seconds=0.3, renew_every=0.02))
@@ -245,7 +246,7 @@ async def test_a_thread_that_dies_is_logged_and_restarted_by_the_next_acquire(
     with caplog.at_level(logging.ERROR, logger="durasim.runtime"):
         heartbeat.acquire()  # (a lingering thread is woken: this state's tick is shorter)
         try:
-            thread = leases._hub.thread
+            thread = beats._hub.thread
             assert thread is not None
             keeper.hold(await _claimed(world, "d"), renewed_at=time.monotonic() - 10)
             assert await asyncio.to_thread(_wait, died)
@@ -270,7 +271,8 @@ def test_a_forked_child_starts_its_own_thread() -> None:
     script = textwrap.dedent(
         """
         import asyncio, os, sys, threading
-        from durasim.runtime._leases import Heartbeat, LeaseKeeper, LeasePolicy, _hub
+        from durasim.runtime._heartbeat import Heartbeat, _hub
+        from durasim.runtime._leases import LeaseKeeper, LeasePolicy
         from durasim.worlds import MemoryWorld
 
         async def use():

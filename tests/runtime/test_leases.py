@@ -341,16 +341,16 @@ def test_a_step_that_begins_after_the_unanswered_ping_is_still_named(
 ) -> None:
     # The ping went out while the delivery was busy before its step began (a loaded
     # machine): the first look finds no step body old enough; a later beat must.
-    import durasim.runtime._leases as leases
+    import durasim.runtime._heartbeat as beats
 
     now = [100.0]
-    monkeypatch.setattr(leases.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(beats.time, "monotonic", lambda: now[0])
     found: list[list[str]] = [[], [], ["blocker"]]
-    monkeypatch.setattr(leases, "_steps_on", lambda thread, since: found.pop(0))
+    monkeypatch.setattr(beats, "_steps_on", lambda thread, since: found.pop(0))
     loop = asyncio.new_event_loop()  # never run: the ping stays unanswered
     try:
         beat = types.SimpleNamespace(_watched=loop, _watched_thread=None)
-        watcher = leases._LoopWatcher(beat, 1.0)  # type: ignore[arg-type]
+        watcher = beats._LoopWatcher(beat, 1.0)  # type: ignore[arg-type]
         caplog.set_level(logging.DEBUG, logger="durasim.runtime")
         for _ in range(5):  # a ping, then beats 0.6 s apart: three past the threshold
             watcher.check()
@@ -368,12 +368,12 @@ def test_an_unanswered_ping_does_not_keep_its_watcher_alive() -> None:
     import gc
     import weakref
 
-    import durasim.runtime._leases as leases
+    import durasim.runtime._heartbeat as beats
 
     loop = asyncio.new_event_loop()  # never run: the ping stays queued
     try:
         beat = types.SimpleNamespace(_watched=loop, _watched_thread=None)
-        watcher = leases._LoopWatcher(beat, 1.0)  # type: ignore[arg-type]
+        watcher = beats._LoopWatcher(beat, 1.0)  # type: ignore[arg-type]
         watcher.check()
         assert len(loop._ready) == 1  # type: ignore[attr-defined]
         gone = weakref.ref(watcher)
@@ -386,12 +386,12 @@ def test_an_unanswered_ping_does_not_keep_its_watcher_alive() -> None:
 
 
 def test_an_answered_ping_reaches_its_watcher() -> None:
-    import durasim.runtime._leases as leases
+    import durasim.runtime._heartbeat as beats
 
     loop = asyncio.new_event_loop()
     try:
         beat = types.SimpleNamespace(_watched=loop, _watched_thread=None)
-        watcher = leases._LoopWatcher(beat, 1.0)  # type: ignore[arg-type]
+        watcher = beats._LoopWatcher(beat, 1.0)  # type: ignore[arg-type]
         watcher.check()
         assert not watcher._answered.is_set()
         loop.run_until_complete(asyncio.sleep(0))
@@ -424,7 +424,7 @@ def test_a_drained_worker_and_its_world_are_freed_while_the_heartbeat_lingers(
     import gc
     import weakref
 
-    import durasim.runtime._leases as leases
+    import durasim.runtime._heartbeat as beats
 
     refs: list[weakref.ref[Any]] = []
     threads: list[Any] = []
@@ -438,7 +438,7 @@ def test_a_drained_worker_and_its_world_are_freed_while_the_heartbeat_lingers(
         assert await run.result() == 10
         assert worker.heartbeat.alive  # the process's thread lingers, as designed...
         assert not worker.heartbeat.serving  # ...but no longer serves the drained worker
-        threads.append(leases._hub.thread)
+        threads.append(beats._hub.thread)
         first = (await world.events.list(run.run_id)).events[0]  # the log, by one of its events
         refs.extend(weakref.ref(o) for o in (world, worker, worker.heartbeat, first))
 
@@ -460,11 +460,11 @@ def test_a_drained_worker_and_its_world_are_freed_while_the_heartbeat_lingers(
 
 def _end_lingering(monkeypatch: pytest.MonkeyPatch) -> None:
     """Let the shared heartbeat thread end at its next beat, and beat now."""
-    import durasim.runtime._leases as leases
+    import durasim.runtime._heartbeat as beats
 
-    monkeypatch.setattr(leases.Heartbeat, "LINGER_SECONDS", 0.0)
-    with leases._hub.lock:
-        leases._hub.poke()
+    monkeypatch.setattr(beats.Heartbeat, "LINGER_SECONDS", 0.0)
+    with beats._hub.lock:
+        beats._hub.poke()
 
 
 #: Set once the heartbeat's beat has begun while a lease is held (cleared by its test).
@@ -494,7 +494,7 @@ def test_a_beat_under_way_as_the_worker_is_dropped_does_not_keep_the_world(
     import gc
     import weakref
 
-    import durasim.runtime._leases as leases
+    import durasim.runtime._heartbeat as beats
 
     entered = _BEAT_ENTERED
     entered.clear()
@@ -520,7 +520,7 @@ def test_a_beat_under_way_as_the_worker_is_dropped_does_not_keep_the_world(
         assert await run.result() == 7
         assert entered.is_set()  # the beat began while the step held its lease...
         assert not worker.heartbeat.serving  # (the drained worker left the thread at once)
-        threads.append(leases._hub.thread)
+        threads.append(beats._hub.thread)
         first = (await world.events.list(run.run_id)).events[0]
         refs.extend(weakref.ref(o) for o in (world, first))
 
