@@ -21,7 +21,11 @@ Run: ``.venv/bin/python bench/bench_explore.py [--examples N] [--memory N]``.
 valgrind): each variant runs under ``valgrind --tool=callgrind`` at two sizes
 and the difference is divided by the difference in examples.  Only this
 process is counted: with the defaults, the fresh-process replay's server works
-in a process of its own (what this process pays for it is counted).
+in a process of its own (what this process pays for it is counted).  The
+Hypothesis floor is counted the same way, and the split printed: what the
+fresh-process replay, the determinism replay and the rest (Hypothesis, the
+run, its verdicts) cost per example, and the instruction ratio to the floor
+(an example must cost at most half the floor's for the 2x goal).
 """
 
 from __future__ import annotations
@@ -148,17 +152,30 @@ _COUNTED: dict[str, dict[str, Any]] = {
     "determinism_every=0, fresh_process=False": {"determinism_every": 0, "fresh_process": False},
 }
 _SIZES = (20, 60)
+#: --instructions: the Hypothesis floor's workload name.
+_FLOOR = "floor"
 
 
 def instructions() -> None:
     require_valgrind()
     small, large = _SIZES
-    for variant in _COUNTED:
-        per = (
+    per: dict[str, float] = {}
+    for variant in [*_COUNTED, _FLOOR]:
+        per[variant] = (
             count_instructions(__file__, "--workload", variant, str(large))
             - count_instructions(__file__, "--workload", variant, str(small))
         ) / (large - small)
-        print(f"{per / 1e6:8.2f} M instructions per example  {variant}")
+        print(f"{per[variant] / 1e6:8.2f} M instructions per example  {variant}")
+    full, no_fresh, bare = (per[variant] for variant in _COUNTED)
+    print(
+        f"split of the defaults: fresh-process replay (this process's side) "
+        f"{(full - no_fresh) / 1e6:.2f} M, determinism replay {(no_fresh - bare) / 1e6:.2f} M, "
+        f"the rest (Hypothesis, the run, invariants, oracle, report) {bare / 1e6:.2f} M"
+    )
+    print(
+        f"floor / defaults: {per[_FLOOR] / full:.2f} in instructions "
+        "(goal 2.0: an example at most half the floor's instructions)"
+    )
 
 
 def main() -> None:
@@ -169,6 +186,9 @@ def main() -> None:
     parser.add_argument("--instructions", action="store_true", help="count instructions")
     parser.add_argument("--workload", nargs=2, metavar=("VARIANT", "N"), help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.workload and options.workload[0] == _FLOOR:
+        hypothesis_floor(int(options.workload[1]))
+        return
     if options.workload:
         throughput(int(options.workload[1]), seed=10, **_COUNTED[options.workload[0]])
         return

@@ -181,8 +181,10 @@ def perturb_environment() -> None:
     os.environ.__class__ = _PerturbedEnviron
 
 
-def _replay(logs: list[bytes], *, checked: bool = False) -> dict[str, Any]:
-    """Replay every log (in a grandchild); the answer to send."""
+def _replay(
+    logs: list[bytes], *, checked: bool = False, runner: asyncio.Runner | None = None
+) -> dict[str, Any]:
+    """Replay every log (in a grandchild, on ``runner``'s loop if given); the answer to send."""
     runs = [unwire_log(log) for log in logs]
     for events in runs:
         created = next((e for e in events if e.type.value == "run_created"), None)
@@ -211,16 +213,20 @@ def _replay(logs: list[bytes], *, checked: bool = False) -> dict[str, Any]:
             verdicts.append({"run_id": verdict.run_id, "kind": verdict.kind, "detail": detail})
         return verdicts
 
+    if runner is not None:
+        return {"verdicts": runner.run(all_runs())}
     return {"verdicts": asyncio.run(all_runs())}
 
 
-def _serve_one(request: dict[str, Any], imported: list[str]) -> dict[str, Any]:
+def _serve_one(
+    request: dict[str, Any], imported: list[str], runner: asyncio.Runner | None = None
+) -> dict[str, Any]:
     """Import what the request names, then replay its logs (in this process)."""
     sys.path[:] = [p for p in request.get("path", sys.path) if isinstance(p, str)]
     why = _import(list(request.get("modules", ())), request.get("main"), imported)
     if why:
         return {"unavailable": why}
-    return _replay(request["logs"], checked=request.get("checked") is True)
+    return _replay(request["logs"], checked=request.get("checked") is True, runner=runner)
 
 
 def _read_exactly(fd: int, size: int) -> bytes:
@@ -257,12 +263,13 @@ def _grandchild(requests_fd: int, answers_fd: int, status_fd: int) -> None:
     """Serve one request and exit; tell the zygote what was imported (never returns)."""
     try:
         gc.disable()  # a short life: no collection needed
+        runner = _prewarm()
         request = _read_request(requests_fd)
         status: dict[str, Any] = {"eof": request is None}
         if request is not None:
             imported: list[str] = []
             try:
-                answer = _serve_one(request, imported)
+                answer = _serve_one(request, imported, runner)
                 status.update(path=request.get("path"), main=request.get("main"))
                 status["modules"] = imported
             except BaseException as exc:
@@ -319,11 +326,45 @@ def _serve_here(requests_fd: int, answers_fd: int) -> None:
         _write(answers_fd, answer)
 
 
+#: The logs of the zygote's own warm-up run (:func:`_warm_up`), replayed again by
+#: each grandchild ahead of its request (:func:`_prewarm`).
+_WARM_LOGS: list[list[Any]] = []
+
+
+def _prewarm() -> asyncio.Runner | None:
+    """Ready a grandchild ahead of its request: its event loop, and the pages a replay writes.
+
+    A forked grandchild shares the zygote's memory until it writes to it: the
+    first replay in it took a copy-on-write fault for every page it touched
+    (reference counts, the runtime's objects) and made an event loop, about ten
+    times the replay itself.  Here, while the exploring process is still busy
+    with its example, the grandchild makes its loop and replays the zygote's own
+    warm-up log once more (checked and seeded), so the request finds both done.
+    No user code runs: the warm-up workflow is durasim's own (``durasim.fresh``),
+    and the environment is perturbed only afterwards, for the request's replays.
+    """
+    runner = asyncio.Runner()
+
+    async def replay_warm_logs() -> None:
+        for events in _WARM_LOGS:
+            for checked in (True, False):
+                await verify_replay_log(events, checked=checked)
+
+    try:
+        runner.run(replay_warm_logs())
+    except Exception:
+        # Only a head start: the request is then replayed as without one.
+        runner.close()
+        return None
+    return runner
+
+
 def _warm_up() -> None:
     """Replay a run of a workflow of our own once, before any fork.
 
     The runtime fills caches and imports lazily on first use; done here, every
-    grandchild inherits them instead of redoing them per request.
+    grandchild inherits them instead of redoing them per request (and replays
+    the same log again ahead of its request: :func:`_prewarm`).
     """
     from durasim.runtime import step, workflow  # noqa: PLC0415
     from durasim.sim import Sim  # noqa: PLC0415
@@ -343,6 +384,7 @@ def _warm_up() -> None:
     logs = Sim().run_sync(scenario)
     for events in logs:
         asyncio.run(verify_replay_log(events))
+    _WARM_LOGS[:] = logs
 
 
 def main() -> None:
