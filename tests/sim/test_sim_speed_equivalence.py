@@ -1,0 +1,127 @@
+"""The simulator's shortcuts change nothing a seed decides.
+
+``explore()`` with a fixed seed gives the ExploreStats it gave before the
+shortcuts of issue 22 (figures recorded on 1566b8d, before them), and each
+shortcut gives what the general path it stands for gives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pytest
+import simflows as sf
+from hypothesis import given
+from hypothesis import strategies as st
+
+from durasim.runtime.lowlevel import (
+    ORCHESTRATOR_QUEUE,
+    STEP_QUEUE,
+    MalformedMessage,
+    parse_message,
+    wake_message,
+)
+from durasim.scenarios import explore
+from durasim.sim._deliveries import _parse
+
+#: explore(workflow, *args, max_examples=25, seed=7), recorded on 1566b8d: examples,
+#: faults by kind, verdicts, statuses, and sha256 (16 hex) of the sorted trace hashes.
+_EXPLORED: list[
+    tuple[Any, tuple[Any, ...], int, dict[str, int], dict[str, int], dict[str, int], str]
+] = [
+    (
+        sf.chain,
+        (3,),
+        25,
+        {
+            "crash": 10,
+            "drop": 2,
+            "duplicate": 2,
+            "expire_lease": 2,
+            "stall_heartbeat": 2,
+            "withhold": 2,
+        },
+        {"ok": 25},
+        {"completed": 23, "stalled": 2},
+        "7cdd73a20e71bd04",
+    ),
+    (
+        sf.fan_out,
+        (3,),
+        25,
+        {
+            "crash": 10,
+            "drop": 2,
+            "duplicate": 2,
+            "expire_lease": 2,
+            "stall_heartbeat": 2,
+            "withhold": 2,
+        },
+        {"ok": 25},
+        {"completed": 23, "stalled": 2},
+        "58b0cec2e40d6a24",
+    ),
+    (
+        sf.two_steps,
+        (),
+        25,
+        {
+            "crash": 6,
+            "drop": 3,
+            "duplicate": 4,
+            "expire_lease": 1,
+            "fail": 1,
+            "fail_renewal": 1,
+            "stall_heartbeat": 3,
+            "withhold": 2,
+        },
+        {"ok": 25},
+        {"completed": 22, "stalled": 3},
+        "890b24020c6b8744",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", _EXPLORED, ids=[case[0].__name__ for case in _EXPLORED])
+def test_explore_with_a_fixed_seed_gives_the_recorded_stats(case: tuple[Any, ...]) -> None:
+    workflow, args, examples, faults, verdicts, statuses, traces = case
+    stats = explore(
+        workflow, *args, max_examples=25, seed=7, fresh_process=False, shrink=False
+    ).stats
+    assert stats.examples == examples
+    assert {str(k): v for k, v in stats.faults.items()} == faults
+    assert dict(stats.verdicts) == verdicts
+    assert dict(stats.statuses) == statuses
+    assert hashlib.sha256("".join(sorted(stats.traces)).encode()).hexdigest()[:16] == traces
+
+
+# --- the delivery's parsed-message memo --------------------------------------------
+
+_text = st.text(alphabet="abcdefrun-_0123456789/#", max_size=12)
+payloads = st.one_of(
+    st.builds(
+        lambda run, divergences, seq: wake_message(run, divergences=divergences, seq=seq),
+        _text,
+        st.integers(0, 3),
+        st.integers(0, 5),
+    ),
+    st.builds(lambda run, step: json.dumps({"run": run, "step": step}).encode(), _text, _text),
+    st.binary(max_size=16),
+    st.sampled_from([b"{}", b"[]", b'{"run": 1}', b"null", b'{"step": "x"}']),
+)
+
+
+def _parsed(parse: Any, queue: str, payload: bytes) -> Any:
+    try:
+        return parse(queue, payload)
+    except MalformedMessage as exc:
+        return ("malformed", str(exc))
+
+
+@given(st.sampled_from([ORCHESTRATOR_QUEUE, STEP_QUEUE, STEP_QUEUE + ".x"]), payloads)
+def test_the_parse_memo_is_parse_message(queue: str, payload: bytes) -> None:
+    expected = _parsed(parse_message, queue, payload)
+    assert _parsed(_parse, queue, payload) == expected
+    assert _parsed(_parse, queue, payload) == expected  # a second time: from the memo
