@@ -92,14 +92,9 @@ class Deliveries:
             parsed = parse_message(message.queue_name, payload)
         run_id = parsed.run_id
         if isinstance(parsed, StepMessage):
-            writer = Writer(
-                kind=STEP,
-                run_id=run_id,
-                name=step_short_name(parsed.correlation_id),
-                delivery=number,
-            )
+            writer = _writer(STEP, run_id, parsed.correlation_id, number)
         else:
-            writer = Writer(kind=ORCHESTRATOR, run_id=run_id, delivery=number)
+            writer = _writer(ORCHESTRATOR, run_id, "", number)
         actor = Actor(writer=writer, message_id=message.message_id, duplicate=delivery is None)
         record = DeliveryRecord(
             number=number, message_id=message.message_id, run_id=run_id, actor=actor
@@ -224,6 +219,15 @@ class Deliveries:
             if not task.cancelled() and isinstance(task.exception(), WallBudgetInterrupt):
                 record.status = "interrupted"
                 self.core.trace.add("delivery", f"d{record.number} interrupted")
+
+
+@functools.lru_cache(maxsize=1024)
+def _writer(kind: str, run_id: str, step: str, delivery: int) -> Writer:
+    """A delivery's writer (``step``: the step's correlation id, or ""); shared, immutable
+    (each Sim of an exploration numbers its deliveries alike)."""
+    if kind == STEP:
+        return Writer(kind=STEP, run_id=run_id, name=step_short_name(step), delivery=delivery)
+    return Writer(kind=kind, run_id=run_id, delivery=delivery)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -24,7 +24,12 @@ from durasim.runtime.lowlevel import (
     wake_message,
 )
 from durasim.scenarios import explore
-from durasim.sim._deliveries import _parse
+from durasim.sim._deliveries import _parse, _writer
+from durasim.sim._points import ORCHESTRATOR, STEP, Writer, step_short_name
+from durasim.sim._queue import _build_delivery, _build_message
+from durasim.sim._reports import IdleReport, RunOutcome
+from durasim.sim._sim import _IDLE
+from durasim.worlds import EPOCH, Delivery, Message, RunStatus
 
 #: explore(workflow, *args, max_examples=25, seed=7), recorded on 1566b8d: examples,
 #: faults by kind, verdicts, statuses, and sha256 (16 hex) of the sorted trace hashes.
@@ -125,3 +130,54 @@ def test_the_parse_memo_is_parse_message(queue: str, payload: bytes) -> None:
     expected = _parsed(parse_message, queue, payload)
     assert _parsed(_parse, queue, payload) == expected
     assert _parsed(_parse, queue, payload) == expected  # a second time: from the memo
+
+
+# --- values built without __init__, or shared --------------------------------------
+
+
+@given(
+    st.sampled_from(["step", "orchestrator"]),
+    _text,
+    st.sampled_from(["step//m//charge#1", "step//m//ship#2", "x"]),
+    st.integers(1, 5),
+)
+def test_a_delivery_writer_from_the_memo_is_the_writer_made_anew(
+    kind: str, run_id: str, step: str, delivery: int
+) -> None:
+    if kind == STEP:
+        made = Writer(kind=STEP, run_id=run_id, name=step_short_name(step), delivery=delivery)
+    else:
+        made = Writer(kind=ORCHESTRATOR, run_id=run_id, delivery=delivery)
+    shared = _writer(kind, run_id, step if kind == STEP else "", delivery)
+    assert shared == made
+    assert shared.label == made.label
+    assert hash(shared) == hash(made)
+
+
+@given(
+    st.fixed_dictionaries(
+        {
+            "message_id": _text,
+            "queue_name": st.sampled_from(["durasim.orchestrator", "durasim.step"]),
+            "payload": st.binary(max_size=8),
+            "available_at": st.just(EPOCH),
+            "enqueued_at": st.just(EPOCH),
+            "attempt": st.integers(0, 3),
+            "run_id": st.one_of(st.none(), _text),
+            "orchestrator": st.booleans(),
+            "idempotency_key": st.one_of(st.none(), _text),
+        }
+    )
+)
+def test_built_messages_and_deliveries_are_the_classes_own(fields: dict[str, Any]) -> None:
+    built, made = _build_message(**fields), Message(**fields)
+    assert built == made
+    assert hash(built) == hash(made)
+    assert repr(built) == repr(made)
+    delivery = {"message": made, "lease_id": "lease-1", "lease_expires_at": EPOCH}
+    assert _build_delivery(**delivery) == Delivery(**delivery)
+
+
+def test_an_outcome_without_an_idle_report_has_the_default_one() -> None:
+    assert IdleReport(status="idle") == _IDLE
+    assert RunOutcome(run_id="r", status=RunStatus.COMPLETED).idle == _IDLE
