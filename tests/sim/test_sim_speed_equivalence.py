@@ -9,27 +9,40 @@ from __future__ import annotations
 
 import hashlib
 import json
+import types
 from typing import Any
 
 import pytest
 import simflows as sf
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from durasim.runtime.lowlevel import (
     ORCHESTRATOR_QUEUE,
+    STEP_METADATA,
     STEP_QUEUE,
     MalformedMessage,
     parse_message,
     wake_message,
 )
 from durasim.scenarios import explore
+from durasim.sim._calls import CallLog, make_point, point_events
+from durasim.sim._clock import SimClock
 from durasim.sim._deliveries import _parse, _writer
 from durasim.sim._points import ORCHESTRATOR, STEP, Writer, step_short_name
 from durasim.sim._queue import _build_delivery, _build_message
 from durasim.sim._reports import IdleReport, RunOutcome
 from durasim.sim._sim import _IDLE
-from durasim.worlds import EPOCH, Delivery, Message, RunStatus
+from durasim.sim._trace import Trace
+from durasim.worlds import (
+    EPOCH,
+    BatchResult,
+    Delivery,
+    EventResult,
+    EventType,
+    Message,
+    RunStatus,
+)
 
 #: explore(workflow, *args, max_examples=25, seed=7), recorded on 1566b8d: examples,
 #: faults by kind, verdicts, statuses, and sha256 (16 hex) of the sorted trace hashes.
@@ -181,3 +194,62 @@ def test_built_messages_and_deliveries_are_the_classes_own(fields: dict[str, Any
 def test_an_outcome_without_an_idle_report_has_the_default_one() -> None:
     assert IdleReport(status="idle") == _IDLE
     assert RunOutcome(run_id="r", status=RunStatus.COMPLETED).idle == _IDLE
+
+
+# --- committed events traced, their point events made when a point is built --------
+
+_TYPES = [
+    EventType.STEP_CREATED,
+    EventType.STEP_STARTED,
+    EventType.STEP_COMPLETED,
+    EventType.STEP_FAILED,
+    EventType.RUN_COMPLETED,
+]
+_CIDS = [None, "", "step//m//charge#1", "step//m//ship#1", "wait#1"]
+_bases = st.builds(
+    Writer,
+    kind=st.sampled_from([ORCHESTRATOR, STEP]),
+    run_id=st.sampled_from([None, "run-1"]),
+    name=st.sampled_from(["", "charge", "ship"]),
+    delivery=st.integers(0, 2),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    writers=st.lists(_bases, min_size=1, max_size=3).map(tuple),
+    picks=st.lists(st.tuples(st.sampled_from(_TYPES), st.sampled_from(_CIDS)), max_size=4),
+    single=st.booleans(),
+    meta=st.one_of(st.none(), st.just(types.SimpleNamespace(run_id="run-1", step_name="x"))),
+)
+def test_trace_events_is_committed_with_the_point_events_made_later(
+    writers: tuple[Writer, ...], picks: list[tuple[EventType, str | None]], single: bool, meta: Any
+) -> None:
+    events = tuple(
+        types.SimpleNamespace(type=t, correlation_id=c, seq=n, run_id="run-1")
+        for n, (t, c) in enumerate(picks, 1)
+    )
+    if single:
+        result: Any = EventResult(
+            event=events[0] if events else None,  # type: ignore[arg-type]
+            run=None,  # type: ignore[arg-type]
+            allocated=int(bool(events)),
+        )
+        events = events[:1]
+    else:
+        result = BatchResult(events=events, run=None)  # type: ignore[arg-type]
+    plain = CallLog(Trace(SimClock()), types.SimpleNamespace(withhold_armed=[]))  # type: ignore[arg-type]
+    fast = CallLog(Trace(SimClock()), types.SimpleNamespace(withhold_armed=[]))  # type: ignore[arg-type]
+    token = STEP_METADATA.set(meta)
+    try:
+        run_id, done = plain.committed(writers, result, 5)
+        fast_run, raw = fast.trace_events(writers, result, 5)
+    finally:
+        STEP_METADATA.reset(token)
+    assert fast.trace._rows == plain.trace._rows
+    assert fast_run == run_id
+    assert point_events(raw) == done
+    # A write's point holding the events is the point holding their point events.
+    asked = tuple((t.value, c, 0) for t, c in picks)
+    fields = (1, 0.0, 1, "events.create_batch", "after", writers, "run-1", asked, None, None)
+    assert make_point((*fields, raw)) == make_point((*fields, done))
