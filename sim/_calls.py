@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from durasim.runtime.lowlevel import STEP_METADATA
-from durasim.worlds import BatchResult, EventRequest, EventResult, WorldError
+from durasim.worlds import BatchResult, Event, EventRequest, EventResult, WorldError
 from durasim.worlds._build import builder
 
 from ._faults import Faults
@@ -35,6 +35,7 @@ __all__ = [
     "describe_requests",
     "describe_write",
     "make_point",
+    "point_events",
     "writers_of",
 ]
 
@@ -92,28 +93,42 @@ class CallLog:
 
         ``points``: how many interception points had been passed (each line records it).
         """
-        if isinstance(result, EventResult):
-            if not result.allocated or result.event is None:
-                return None, ()
-            events: Any = (result.event,)
-        elif isinstance(result, BatchResult):
-            events = result.events
+        run_id, events = self.trace_events(writers, result, points)
+        return run_id, point_events(events) if events else ()
+
+    def trace_events(
+        self, writers: tuple[Writer, ...], result: Any, points: int
+    ) -> tuple[str | None, tuple[Event, ...]]:
+        """:meth:`committed` with the events themselves for their point events (``()``
+        when none): :func:`point_events` makes those (a point holding the events makes
+        them when it is built: see :func:`make_point`)."""
+        if isinstance(result, BatchResult):
+            events: Any = result.events
             if not events:
                 return None, ()
+        elif isinstance(result, EventResult):
+            if not result.allocated or result.event is None:
+                return None, ()
+            events = (result.event,)
         else:
             return None, ()
-        default = writers[0] if STEP_METADATA.get() is not None else writers[-1]
         faults = self.faults
-        # Trace.event, inline (the clock does not move while the loop below runs).
+        # Trace.event, inline (the clock does not move while the loops below run).
         rows = self.trace._rows
         clock = self.trace._clock
         at = (clock._micros - clock._epoch) / 1_000_000
+        if len(writers) == 1 and not faults.withhold_armed:
+            # One writer, no stale read armed: every event is that writer's.
+            label = writers[0].label
+            for event in events:
+                rows.append(("event", at, "", event, label, points))
+            return events[0].run_id, events
+        default = writers[0] if STEP_METADATA.get() is not None else writers[-1]
         several = len(writers) > 1
-        done = []
         for event in events:
             writer = default
-            type_, cid = event.type._value_, event.correlation_id
-            if several and cid and type_ in _OUTCOMES:
+            cid = event.correlation_id
+            if several and cid and event.type._value_ in _OUTCOMES:
                 # Keyed by the writers' identity (no Writer hashed): the entry keeps
                 # them, and is used only for that very tuple.
                 key = (id(writers), cid)
@@ -131,8 +146,7 @@ class CallLog:
             rows.append(("event", at, "", event, writer.label, points))
             if faults.withhold_armed:
                 faults.arm_withhold(event)
-            done.append((type_, cid, event.seq))
-        return events[0].run_id, tuple(done)
+        return events[0].run_id, events
 
     def reject(
         self, seq: int, writer: Writer, call: str, types: tuple[str, ...], exc: WorldError
@@ -169,6 +183,8 @@ def make_point(fields: tuple[Any, ...]) -> Point:
     """
     ordinal, at, seq, call, phase, writers, run_id, types, cids, token, events, *failure = fields
     failed, error = failure or (False, None)
+    if events and type(events[0]) is not tuple:
+        events = point_events(events)  # a write's committed events (see CallLog.trace_events)
     if cids is None:
         # A write's point keeps its request events in place of the types (see
         # Scheduler.call): the types and correlation ids follow from them.
@@ -190,6 +206,11 @@ def make_point(fields: tuple[Any, ...]) -> Point:
         events=events,
         at=at,
     )
+
+
+def point_events(events: tuple[Event, ...]) -> tuple[PointEvent, ...]:
+    """Committed events as points see them: ``(type, correlation id, position)`` each."""
+    return tuple([(e.type._value_, e.correlation_id, e.seq) for e in events])
 
 
 def describe_read(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -84,17 +85,16 @@ class Deliveries:
                 message.message_id, lease_seconds=self.leases.policy.lease_seconds
             )
             message = delivery.message
-        parsed = parse_message(message.queue_name, message.payload)
+        payload = message.payload
+        if type(payload) is bytes:
+            parsed = _parse(message.queue_name, payload)
+        else:  # (a World's own queue may hand back another buffer type: not hashable)
+            parsed = parse_message(message.queue_name, payload)
         run_id = parsed.run_id
         if isinstance(parsed, StepMessage):
-            writer = Writer(
-                kind=STEP,
-                run_id=run_id,
-                name=step_short_name(parsed.correlation_id),
-                delivery=number,
-            )
+            writer = _writer(STEP, run_id, parsed.correlation_id, number)
         else:
-            writer = Writer(kind=ORCHESTRATOR, run_id=run_id, delivery=number)
+            writer = _writer(ORCHESTRATOR, run_id, "", number)
         actor = Actor(writer=writer, message_id=message.message_id, duplicate=delivery is None)
         record = DeliveryRecord(
             number=number, message_id=message.message_id, run_id=run_id, actor=actor
@@ -219,3 +219,20 @@ class Deliveries:
             if not task.cancelled() and isinstance(task.exception(), WallBudgetInterrupt):
                 record.status = "interrupted"
                 self.core.trace.add("delivery", f"d{record.number} interrupted")
+
+
+@functools.lru_cache(maxsize=1024)
+def _writer(kind: str, run_id: str, step: str, delivery: int) -> Writer:
+    """A delivery's writer (``step``: the step's correlation id, or ""); shared, immutable
+    (each Sim of an exploration numbers its deliveries alike)."""
+    if kind == STEP:
+        return Writer(kind=STEP, run_id=run_id, name=step_short_name(step), delivery=delivery)
+    return Writer(kind=kind, run_id=run_id, delivery=delivery)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse(queue_name: str, payload: bytes) -> WakeMessage | StepMessage:
+    """:func:`parse_message`, once per (queue, payload): the parsed messages are frozen
+    values, and the same payloads recur in every Sim of an exploration (counted ids).
+    A malformed payload raises each time (exceptions are not cached)."""
+    return parse_message(queue_name, payload)

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 import attrs
 
 from durasim.worlds import Delivery, LeaseLost, Message
-from durasim.worlds._build import copier
+from durasim.worlds._build import builder, copier
 from durasim.worlds._checks import check_delay, check_message, check_queue_name
 from durasim.worlds._memory_queue import NEVER, QueueSlot
 from durasim.worlds._time import IdSource
@@ -142,7 +142,7 @@ class SimQueue:
         if idempotency_key is not None and idempotency_key in self._keys:
             return self._keys[idempotency_key]
         now = self._clock.now()
-        message = Message(
+        message = _build_message(
             message_id=message_id or self._ids.new_id("msg"),
             queue_name=queue_name,
             payload=payload,
@@ -259,7 +259,7 @@ class SimQueue:
         slot.lease_expires_at = self._clock.micros + round(lease_seconds * 1_000_000)
         self._changed()
         at = self._clock.now() + timedelta(seconds=lease_seconds)
-        return Delivery(message=slot.message, lease_id=slot.lease_id, lease_expires_at=at)
+        return _build_delivery(message=slot.message, lease_id=slot.lease_id, lease_expires_at=at)
 
     def expire(self, message_id: str, *, after: float = 0.0) -> None:
         """End a lease: the message is claimable again ``after`` seconds from now."""
@@ -367,3 +367,7 @@ class SimQueue:
 #: (a claim and a release, every delivery).
 _with_attempt = copier(Message, "attempt")
 _with_available_at = copier(Message, "available_at")
+#: ``Message(...)`` and ``Delivery(...)`` without ``__init__`` (plain fields, no validator;
+#: every field given: see worlds/_build.py): an enqueue and a claim, every delivery.
+_build_message = builder(Message)
+_build_delivery = builder(Delivery)

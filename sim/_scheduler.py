@@ -40,6 +40,7 @@ from ._calls import (
     describe_read,
     describe_requests,
     make_point,
+    point_events,
     writers_of,
 )
 from ._choices import ChoiceSource
@@ -212,7 +213,9 @@ class Scheduler:
             return await self._direct(call, method, args, kwargs)
         if actor.crashed or self._closing:
             raise Crashed
-        events: tuple[tuple[str, str | None, int], ...] = ()
+        # A point's events: (type, correlation id, position) each, or (a write's, once
+        # committed) the Event values (see CallLog.trace_events).
+        events: tuple[Any, ...] = ()
         token: str | None = None
         # A write's points hold its request events in the types' place and None for
         # the correlation ids: make_point derives both (most points are never built).
@@ -247,12 +250,32 @@ class Scheduler:
             token,
             events,
         )
-        watched = bool(self._watches)
-        if not watched and self._alone_at(at):
+        # _alone_at(at) and no watch, inline (twice a call: no call of its own).
+        loop = self.loop
+        alone = not (
+            self._watches
+            or self._parked
+            or self.faults.left > 0
+            or self.halted is not None
+            or self._closing
+            or loop._ready  # type: ignore[attr-defined]
+        )
+        if alone:
+            scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
+            if scheduled and scheduled[0].when() < at + _LOOP_RESOLUTION:
+                alone = False
+            elif self.auto_deliver:
+                queue = self.queue
+                micros = clock._micros
+                version, memo_micros, due = queue._due
+                if version != queue._version or memo_micros != micros:
+                    due = queue.next_due_micros()
+                alone = due is None or due > micros
+        if alone:
             self._history.append(fields)
         else:
             try:
-                await self.at(actor, fields, not_alone=not watched)
+                await self.at(actor, fields, not_alone=not self._watches)
             except InjectedFault as exc:
                 self.call_log.reject(seq, writers[0], call, _request_types(types, cids), exc)
                 raise
@@ -267,13 +290,16 @@ class Scheduler:
                 await parking
             raise
         if isinstance(result, COMMITS):
-            first_run, committed = self.call_log.committed(writers, result, self._ordinal)
+            first_run, committed = self.call_log.trace_events(writers, result, self._ordinal)
             if committed:
                 run_id = run_id or first_run
-                if cids is not None:  # a read (no types): what it committed (a write's
-                    types = tuple([t for t, _, _ in committed])  # follow from its events)
-                # After the commit a point names what was committed, at its positions.
-                events = committed
+                # After the commit a point names what was committed, at its positions:
+                # a write's point keeps the events (make_point makes their point events).
+                if cids is None:
+                    events = committed
+                else:  # a read (no types): what it committed
+                    events = point_events(committed)
+                    types = tuple([t for t, _, _ in events])
         if call == "events.list" and self.faults.hidden:
             result = self.faults.stale_read(writers[0], result)
         # The after point (_pass, inline).
@@ -292,11 +318,30 @@ class Scheduler:
             token,
             events,
         )
-        watched = bool(self._watches)
-        if not watched and self._alone_at(at):
+        # _alone_at(at) and no watch, inline (as at the before point).
+        alone = not (
+            self._watches
+            or self._parked
+            or self.faults.left > 0
+            or self.halted is not None
+            or self._closing
+            or loop._ready  # type: ignore[attr-defined]
+        )
+        if alone:
+            scheduled = loop._scheduled  # type: ignore[attr-defined]
+            if scheduled and scheduled[0].when() < at + _LOOP_RESOLUTION:
+                alone = False
+            elif self.auto_deliver:
+                queue = self.queue
+                micros = clock._micros
+                version, memo_micros, due = queue._due
+                if version != queue._version or memo_micros != micros:
+                    due = queue.next_due_micros()
+                alone = due is None or due > micros
+        if alone:
             self._history.append(fields)
         else:
-            await self.at(actor, fields, not_alone=not watched)
+            await self.at(actor, fields, not_alone=not self._watches)
         return result
 
     async def _direct(

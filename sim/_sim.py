@@ -328,7 +328,7 @@ class Sim:
             status=run.status,
             value=value,
             error=error,
-            idle=idle or IdleReport(status="idle"),
+            idle=idle or _IDLE,
         )
 
     # --- writers and holds -------------------------------------------------------
@@ -640,6 +640,9 @@ class Sim:
 
 #: After this many interrupts (or one of the script itself) the Sim stops trying to go on.
 _GIVE_UP = 3
+
+#: The idle report of an outcome asked for without one (a frozen value, shared).
+_IDLE = IdleReport(status="idle")
 
 #: A Sim's default limits: step bodies inline, on the simulation's loop (a frozen value).
 _LIMITS = Limits(sync_steps="inline")
