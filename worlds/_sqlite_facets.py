@@ -262,7 +262,14 @@ class _Events(_Facet):
         occurred_at: datetime | None = None,
         expected_seq: int | None = None,
     ) -> BatchResult:
-        checked = [check_request(r) for r in requests]
+        checked: list[EventRequest] = []
+        for request in requests:
+            # check_request's answer for a request EventRequest.of built: the request itself
+            checked.append(
+                request
+                if type(request) is EventRequest and request._validated
+                else check_request(request)
+            )
         check_run_id(run_id)
         args = (run_id, checked, in_band, expected_seq_in_band, seen_seq, occurred_at, expected_seq)
         try:
