@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _sqlite_codec as codec
 from . import _sqlite_schema as sql
+from ._build import builder
 from ._checks import (
     check_limit,
     check_request,
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 _STEP_CREATED = EventType.STEP_CREATED
+#: ``BatchResult(**fields)`` without attrs' frozen ``__init__`` (see :mod:`._build`).
+_batch_result = builder(BatchResult)
 
 
 class _Facet:
@@ -327,7 +330,7 @@ class _Events(_Facet):
             unseen = w._unseen(db, run_id, seen_seq, plan.before)
             w._store(db, plan, original=run, assumed=view.assumed)
         w._known.remember(plan)
-        return BatchResult(events=tuple(plan.events), run=plan.run, unseen=unseen)
+        return _batch_result(events=tuple(plan.events), run=plan.run, unseen=unseen)
 
     async def get(self, run_id: str, seq: int) -> Event:
         with self._w._read() as db:

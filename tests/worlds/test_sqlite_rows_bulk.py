@@ -152,3 +152,20 @@ def test_append_steps_is_each_step_row(drawn: list[StepRecord], refs: dict[str, 
         assert codec.step_to_row(step, refs.get(step_id, (None, None, None))) == _step_row(
             step, refs.get(step_id, [None, None, None])
         )
+
+
+def test_batch_result_builder_is_the_class() -> None:
+    from durasim.worlds import BatchResult, RunRecord, RunStatus
+    from durasim.worlds._sqlite_facets import _batch_result
+
+    run = RunRecord(
+        run_id="wrun_1",
+        workflow_name="wf",
+        status=RunStatus.RUNNING,
+        input=b"",
+        created_at=_NOW,
+        updated_at=_NOW,
+    )
+    built = _batch_result(events=(), run=run, unseen=())
+    assert type(built) is BatchResult
+    assert built == BatchResult(events=(), run=run, unseen=())
