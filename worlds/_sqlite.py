@@ -43,25 +43,18 @@ from ._errors import (
     WorldError,
     WorldFileChanged,
 )
-from ._events import Event, EventType, check_run_id
+from ._events import Event, check_run_id
 from ._fold import fold_log
 from ._guards import Plan
 from ._known import KnownRuns
 from ._sqlite_facets import _Events, _Hooks, _Runs, _Steps, _Waits
 from ._sqlite_queue import SQLiteQueue, SQLiteStreams
 from ._sqlite_view import _AssumedWrong
-from ._time import Clock, IdSource, RandomIds, SystemClock, to_micros
+from ._time import Clock, IdSource, RandomIds, SystemClock
 
 __all__ = ["SQLiteWorld"]
 
 
-_NO_REFS: tuple[None, None, None] = (None, None, None)
-_STEP_REF_SLOT = {
-    EventType.STEP_CREATED: 0,
-    EventType.STEP_COMPLETED: 1,
-    EventType.STEP_RETRYING: 2,
-    EventType.STEP_FAILED: 2,
-}
 _ROWS = sql.ROWS_PER_STATEMENT
 
 
@@ -489,28 +482,9 @@ class SQLiteWorld:
         cur: Any = self._cur if db is self._db else db
         run = plan.run
         params: list[Any] = []
-        in_band_seq = plan.before.seq_in_band
-        event_values = codec.event_values
-        moment: Any = None
-        micros = 0
         # For each step the plan changes, the positions of its new input/output/error bytes.
-        refs: dict[str, list[int | None]] = {}
-        slots = _STEP_REF_SLOT
-        for event in plan.events:
-            if event.in_band:
-                in_band_seq += 1
-            if event.created_at is not moment:  # a write's events share their time
-                moment = event.created_at
-                micros = to_micros(moment)
-            params += event_values(event, in_band_seq, micros)
-            slot = slots.get(event.type)
-            if slot is not None:
-                step_id = event.correlation_id
-                if step_id is not None:
-                    ref = refs.get(step_id)
-                    if ref is None:
-                        ref = refs[step_id] = [None, None, None]
-                    ref[slot] = event.seq
+        refs: dict[str, list[Any]] = {}
+        codec.append_events(params, plan.events, plan.before.seq_in_band, refs)
         _write_rows(cur, sql.INSERT_EVENTS, params, codec.EVENT_WIDTH)
         if original is None:
             cur.execute(sql.INSERT_RUN, codec.run_to_row(run))
@@ -526,10 +500,8 @@ class SQLiteWorld:
             for hook in sorted(plan.hooks.values(), key=lambda h: h.status == "active"):
                 db.execute(sql.UPSERT_HOOK, codec.hook_to_row(hook))
         if plan.steps:
-            to_row = codec.step_to_row
             params = []
-            for step_id, step in plan.steps.items():
-                params += to_row(step, refs.get(step_id, _NO_REFS))
+            codec.append_steps(params, plan.steps, refs)
             if not assumed:
                 _write_rows(cur, sql.UPSERT_STEPS, params, codec.STEP_WIDTH)
             elif not assumed <= plan.steps.keys():

@@ -118,6 +118,98 @@ _ENCODING: Final[dict[EventType, tuple[str | None, dict[str, str]]]] = {
 }
 
 
+#: Per event type, what :func:`append_events` needs: the type's stored text, the
+#: field stored raw in the BLOB column, the other fields converted for the JSON
+#: (``None`` when none is), and whether the type carries a ``resume_id`` column.
+_ROW_ENCODING: Final[dict[EventType, tuple[str, str | None, dict[str, str] | None, bool]]] = {
+    t: (_TEXT[t], _ENCODING[t][0], _ENCODING[t][1] or None, t is _RESUME_TYPE) for t in EventType
+}
+
+
+def append_events(
+    params: list[Any], events: Sequence[Event], in_band_seq: int, refs: dict[str, list[Any]]
+) -> None:
+    """Append :func:`event_values` of each event to ``params``, in order.
+
+    ``in_band_seq``: the run's in-band count before the first event.  ``refs``
+    gets, per step the events change, the positions of its new input, output and
+    error bytes (``[input, output, error]``; ``None``: not in these events).
+    :func:`event_values` inline, for a write's events at once.
+    """
+    encoding = _ROW_ENCODING
+    slots = _STEP_REF_SLOT
+    fields_json = _FIELDS_JSON
+    moment: Any = None
+    created_at = 0
+    for event in events:
+        event_type = event.type
+        text_type, main, converted, resumable = encoding[event_type]
+        if event.in_band:
+            in_band_seq += 1
+            in_band = 1
+        else:
+            in_band = 0
+        if event.created_at is not moment:  # a write's events share their time
+            moment = event.created_at
+            created_at = to_micros(moment)
+        items = event.data._items
+        raw: Any = NULL
+        text: Any = NULL
+        if items:
+            rest: list[tuple[str, Any]] | None = None
+            for name, value in items.items():
+                if name == main:
+                    if value is not None:  # small bytes as a bytearray (see NULL)
+                        raw = bytearray(value) if len(value) < _COPY_BELOW else value
+                    continue
+                stored = (
+                    _converted(converted[name], value)
+                    if converted is not None and name in converted
+                    else value
+                )
+                if rest is None:
+                    rest = [(name, stored)]
+                else:
+                    rest.append((name, stored))  # changes stay tuples: hashable, JSON arrays
+            if rest is not None:
+                key = tuple(rest)
+                text = fields_json.get(key)
+                if text is None:
+                    text = _fields_json(key)
+        correlation_id: Any = event.correlation_id
+        if correlation_id is None:
+            correlation_id = NULL
+        else:
+            slot = slots.get(event_type)
+            if slot is not None:
+                ref = refs.get(correlation_id)
+                if ref is None:
+                    ref = refs[correlation_id] = [None, None, None]
+                ref[slot] = event.seq
+        resume_id = items.get("resume_id") if resumable else None
+        params += (
+            event.run_id,
+            event.seq,
+            text_type,
+            created_at,
+            correlation_id,
+            in_band,
+            in_band_seq,
+            text,
+            raw,
+            NULL if resume_id is None else resume_id,
+        )
+
+
+#: Which of a step's (input, output, error) positions each step event sets.
+_STEP_REF_SLOT: Final = {
+    EventType.STEP_CREATED: 0,
+    EventType.STEP_COMPLETED: 1,
+    EventType.STEP_RETRYING: 2,
+    EventType.STEP_FAILED: 2,
+}
+
+
 def event_row(event: Event, in_band_seq: int) -> tuple[Any, ...]:
     """Values for :data:`._sqlite_schema.INSERT_EVENTS`."""
     return event_values(event, in_band_seq, to_micros(event.created_at))
@@ -125,43 +217,12 @@ def event_row(event: Event, in_band_seq: int) -> tuple[Any, ...]:
 
 def event_values(event: Event, in_band_seq: int, created_at: int) -> tuple[Any, ...]:
     """:func:`event_row` with the event's time already in microseconds (a write's
-    events share it).  :func:`encode_event` inline: this runs for every event written.
+    events share it): :func:`append_events` of the one event.
     """
-    event_type = event.type
-    main, converted = _ENCODING[event_type]
-    raw: Any = NULL
-    rest: list[tuple[str, Any]] | None = None
-    for name, value in event.data._items.items():
-        if name == main:
-            if value is not None:  # small bytes as a bytearray: no adapter lookup (see NULL)
-                raw = bytearray(value) if len(value) < _COPY_BELOW else value
-            continue
-        stored = _converted(converted[name], value) if converted and name in converted else value
-        if rest is None:
-            rest = [(name, stored)]
-        else:
-            rest.append((name, stored))  # changes stay tuples: hashable, JSON arrays
-    if rest is None:
-        text: Any = NULL
-    else:
-        key = tuple(rest)
-        text = _FIELDS_JSON.get(key)
-        if text is None:
-            text = _fields_json(key)
-    correlation_id = event.correlation_id
-    resume_id = event.data.get("resume_id") if event_type is _RESUME_TYPE else None
-    return (
-        event.run_id,
-        event.seq,
-        _TEXT[event_type],
-        created_at,
-        NULL if correlation_id is None else correlation_id,
-        1 if event.in_band else 0,
-        in_band_seq,
-        text,
-        raw,
-        NULL if resume_id is None else resume_id,
-    )
+    params: list[Any] = []
+    append_events(params, (event,), in_band_seq - (1 if event.in_band else 0), {})
+    params[3] = created_at
+    return tuple(params)
 
 
 #: The JSON of an event's non-blob fields by their (name, value) pairs: they
@@ -336,25 +397,63 @@ def step_to_row(step: StepRecord, refs: Sequence[int | None]) -> tuple[Any, ...]
     """Values for :data:`._sqlite_schema.UPSERT_STEPS`; ``refs`` = (input, output, error) positions.
 
     A ``None`` ref keeps the stored one (the upsert coalesces).  Nullable values
-    go as :data:`NULL`.
+    go as :data:`NULL`.  :func:`append_steps` of the one step.
     """
-    retry_after, started_at, completed_at = step.retry_after, step.started_at, step.completed_at
-    return (
-        step.run_id,
-        step.step_id,
-        step.step_name,
-        _TEXT[step.status],
-        step.attempt,
-        NULL if refs[0] is None else refs[0],
-        NULL if refs[1] is None else refs[1],
-        NULL if refs[2] is None else refs[2],
-        NULL if retry_after is None else to_micros(retry_after),
-        to_micros(step.created_at),
-        to_micros(step.updated_at),
-        NULL if started_at is None else to_micros(started_at),
-        NULL if completed_at is None else to_micros(completed_at),
-        1 if step.inline else 0,
-    )
+    params: list[Any] = []
+    append_steps(params, {step.step_id: step}, {step.step_id: list(refs)})
+    return tuple(params)
+
+
+_NO_REFS: Final = (None, None, None)
+
+
+def append_steps(
+    params: list[Any], steps: dict[str, StepRecord], refs: dict[str, list[Any]]
+) -> None:
+    """Append :func:`step_to_row` of each step to ``params``; ``refs`` by step id (as
+    :func:`append_events` fills it; a step not in it keeps its stored positions).
+
+    Inline, for a write's steps at once: their times are mostly the write's one
+    moment, converted once.
+    """
+    moment: Any = None
+    micros = 0
+    text = _TEXT
+    for step_id, step in steps.items():
+        ref = refs.get(step_id, _NO_REFS)
+        input_seq, output_seq, error_seq = ref
+        created_at = step.created_at
+        updated_at = step.updated_at
+        started_at = step.started_at
+        completed_at = step.completed_at
+        retry_after = step.retry_after
+        if updated_at is not moment:
+            moment = updated_at
+            micros = to_micros(updated_at)
+        params += (
+            step.run_id,
+            step_id,
+            step.step_name,
+            text[step.status],
+            step.attempt,
+            NULL if input_seq is None else input_seq,
+            NULL if output_seq is None else output_seq,
+            NULL if error_seq is None else error_seq,
+            NULL if retry_after is None else to_micros(retry_after),
+            micros if created_at is moment else to_micros(created_at),
+            micros,
+            NULL
+            if started_at is None
+            else micros
+            if started_at is moment
+            else to_micros(started_at),
+            NULL
+            if completed_at is None
+            else micros
+            if completed_at is moment
+            else to_micros(completed_at),
+            1 if step.inline else 0,
+        )
 
 
 def step_from_row(row: tuple[Any, ...]) -> StepRecord:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _sqlite_codec as codec
 from . import _sqlite_schema as sql
+from ._build import builder
 from ._checks import (
     check_limit,
     check_request,
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 _STEP_CREATED = EventType.STEP_CREATED
+#: ``BatchResult(**fields)`` without attrs' frozen ``__init__`` (see :mod:`._build`).
+_batch_result = builder(BatchResult)
 
 
 class _Facet:
@@ -262,7 +265,14 @@ class _Events(_Facet):
         occurred_at: datetime | None = None,
         expected_seq: int | None = None,
     ) -> BatchResult:
-        checked = [check_request(r) for r in requests]
+        checked: list[EventRequest] = []
+        for request in requests:
+            # check_request's answer for a request EventRequest.of built: the request itself
+            checked.append(
+                request
+                if type(request) is EventRequest and request._validated
+                else check_request(request)
+            )
         check_run_id(run_id)
         args = (run_id, checked, in_band, expected_seq_in_band, seen_seq, occurred_at, expected_seq)
         try:
@@ -320,7 +330,7 @@ class _Events(_Facet):
             unseen = w._unseen(db, run_id, seen_seq, plan.before)
             w._store(db, plan, original=run, assumed=view.assumed)
         w._known.remember(plan)
-        return BatchResult(events=tuple(plan.events), run=plan.run, unseen=unseen)
+        return _batch_result(events=tuple(plan.events), run=plan.run, unseen=unseen)
 
     async def get(self, run_id: str, seq: int) -> Event:
         with self._w._read() as db:
