@@ -250,27 +250,9 @@ class Scheduler:
             token,
             events,
         )
-        # _alone_at(at) and no watch, inline (twice a call: no call of its own).
-        loop = self.loop
-        alone = not (
-            self._watches
-            or self._parked
-            or self.faults.left > 0
-            or self.halted is not None
-            or self._closing
-            or loop._ready  # type: ignore[attr-defined]
-        )
-        if alone:
-            scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
-            if scheduled and scheduled[0].when() < at + _LOOP_RESOLUTION:
-                alone = False
-            elif self.auto_deliver:
-                queue = self.queue
-                micros = clock._micros
-                version, memo_micros, due = queue._due
-                if version != queue._version or memo_micros != micros:
-                    due = queue.next_due_micros()
-                alone = due is None or due > micros
+        # Nothing else could run and nobody looks: go on (the Point is built only if
+        # the history is read).  The same judgement as _pass's, in one place.
+        alone = not self._watches and self._alone_at(at)
         if alone:
             self._history.append(fields)
         else:
@@ -318,26 +300,7 @@ class Scheduler:
             token,
             events,
         )
-        # _alone_at(at) and no watch, inline (as at the before point).
-        alone = not (
-            self._watches
-            or self._parked
-            or self.faults.left > 0
-            or self.halted is not None
-            or self._closing
-            or loop._ready  # type: ignore[attr-defined]
-        )
-        if alone:
-            scheduled = loop._scheduled  # type: ignore[attr-defined]
-            if scheduled and scheduled[0].when() < at + _LOOP_RESOLUTION:
-                alone = False
-            elif self.auto_deliver:
-                queue = self.queue
-                micros = clock._micros
-                version, memo_micros, due = queue._due
-                if version != queue._version or memo_micros != micros:
-                    due = queue.next_due_micros()
-                alone = due is None or due > micros
+        alone = not self._watches and self._alone_at(at)
         if alone:
             self._history.append(fields)
         else:
