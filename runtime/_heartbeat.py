@@ -45,6 +45,7 @@ class _BeatState:
     __slots__ = (
         "_watched",
         "_watched_thread",
+        "hub",
         "keeper",
         "registered",
         "renewing",
@@ -62,20 +63,22 @@ class _BeatState:
         self.users = 0
         #: On the hub's list of states served (while a user is in).
         self.registered = False
+        #: The hub it was last put on (left by that hub, whichever is the module's now).
+        self.hub: _Hub | None = None
         #: The thread holds a renewer made from the World (closed when the last user leaves).
         self.renewing = False
         self.world: World | None = None
         self._watched: asyncio.AbstractEventLoop | None = None
         self._watched_thread = 0
 
-    def serving(self) -> bool:
+    def serving(self, hub: _Hub) -> bool:
         """Whether a lease is held (a user is in), without taking the World."""
-        with _hub.lock:
+        with hub.lock:
             return self.users > 0
 
-    def in_use(self) -> World | None:
+    def in_use(self, hub: _Hub) -> World | None:
         """The World while a lease is held; None once the last user left."""
-        with _hub.lock:
+        with hub.lock:
             return self.world
 
 
@@ -111,12 +114,15 @@ class _Hub:
     def join(self, state: _BeatState) -> None:
         """Serve ``state`` (under the lock); starts the thread if none runs."""
         state.registered = True
+        state.hub = self
         self.states[state] = None
         self.idle_since = None
         if state.tick < self.sleeping_for:
             self.poke()
         if self.thread is None:  # none yet, ended after lingering, or died (logged)
-            thread = threading.Thread(target=_serve, name="durasim-heartbeat", daemon=True)
+            thread = threading.Thread(
+                target=_serve, args=(self,), name="durasim-heartbeat", daemon=True
+            )
             self.thread, self.sleeping_for = thread, 0.0
             thread.start()
 
@@ -162,9 +168,10 @@ os.register_at_fork(after_in_child=_hub.reset)
 def _dropped(state: _BeatState) -> None:
     """A :class:`Heartbeat` was collected: the thread lets its state go (any thread, no lock)."""
     state.world = state._watched = None
-    if state.registered:  # dropped while a user was in: the thread leaves it at once
-        _hub.dropped.append(state)
-        wake = _hub.wake
+    hub = state.hub
+    if state.registered and hub is not None:  # dropped while a user was in: left at once
+        hub.dropped.append(state)
+        wake = hub.wake
         if wake is not None:
             with contextlib.suppress(RuntimeError):
                 wake.get_loop().call_soon_threadsafe(_resolve, wake)
@@ -235,7 +242,7 @@ class Heartbeat:
     def release(self) -> None:
         """One user is done; the last takes this Heartbeat off the thread."""
         state = self._state
-        hub = _hub
+        hub = state.hub or _hub  # (set by the acquire that put it on a hub)
         with hub.lock:
             state.users -= 1
             if state.users == 0:
@@ -244,22 +251,22 @@ class Heartbeat:
                 hub.leave(state)
 
 
-def _serve() -> None:
-    """The heartbeat thread: beats until no state was served for LINGER_SECONDS."""
+def _serve(hub: _Hub) -> None:
+    """The heartbeat thread: serves ``hub`` (the one that started it, never a later value
+    of the module's ``_hub``) until no state was served for LINGER_SECONDS."""
     loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(_beats(loop))
+        loop.run_until_complete(_beats(loop, hub))
     except BaseException:  # never silently: the next acquire() starts a new thread
         log.exception("the lease heartbeat thread failed; it starts again at the next delivery")
     finally:
-        with _hub.lock:
-            if _hub.thread is threading.current_thread():
-                _hub.thread = _hub.wake = None
+        with hub.lock:
+            if hub.thread is threading.current_thread():
+                hub.thread = hub.wake = None
         loop.close()
 
 
-async def _beats(loop: asyncio.AbstractEventLoop) -> None:
-    hub = _hub
+async def _beats(loop: asyncio.AbstractEventLoop, hub: _Hub) -> None:
     beats: dict[_BeatState, _Beat] = {}
     #: The beats of states that left, closing their renewers (after a renewal under way).
     closing: dict[asyncio.Task[None], _Beat] = {}
@@ -290,7 +297,7 @@ async def _beats(loop: asyncio.AbstractEventLoop) -> None:
             for state in states:
                 beat = beats.get(state)
                 if beat is None:
-                    beat = beats[state] = _Beat(state)
+                    beat = beats[state] = _Beat(state, hub)
                 try:
                     beat.check()
                 except Exception:  # never let one worker's beat stop the others'
@@ -311,10 +318,12 @@ async def _beats(loop: asyncio.AbstractEventLoop) -> None:
 class _Beat:
     """What the thread keeps for one state it serves: its loop watcher, and its renewer."""
 
-    __slots__ = ("extend", "renewer", "state", "task", "watcher")
+    __slots__ = ("extend", "hub", "renewer", "state", "task", "watcher")
 
-    def __init__(self, state: _BeatState) -> None:
+    def __init__(self, state: _BeatState, hub: _Hub) -> None:
         self.state = state
+        #: The hub whose thread keeps this (its lock guards the state's fields).
+        self.hub = hub
         self.watcher = _LoopWatcher(state, state.keeper.policy.warn_blocked_after)
         self.renewer: LeaseRenewer | None = None
         self.extend: Extend | None = None
@@ -328,7 +337,7 @@ class _Beat:
         if task is not None and not task.done():
             return  # a renewal still under way (a slow World) is not started twice
         state = self.state
-        if not state.serving():
+        if not state.serving(self.hub):
             if self.extend is not None:  # the last user left: let the World go
                 self.task = asyncio.ensure_future(self._close_renewer())
         elif state.keeper.due():
@@ -341,13 +350,13 @@ class _Beat:
         state = self.state
         try:
             if self.extend is None:  # made when first needed, kept while a lease is held
-                world = state.in_use()
+                world = state.in_use(self.hub)
                 if world is None:
                     return
                 make = getattr(world.queue, "lease_renewer", None)
                 self.renewer = make() if make is not None else None
                 self.extend = _extender(state, world, self.renewer)
-                with _hub.lock:
+                with self.hub.lock:
                     state.renewing = True
                 del world
             await state.keeper.renew_due(self.extend)
@@ -356,7 +365,7 @@ class _Beat:
 
     async def _close_renewer(self) -> None:
         renewer, self.renewer, self.extend = self.renewer, None, None
-        with _hub.lock:
+        with self.hub.lock:
             self.state.renewing = False
         if renewer is not None:
             with contextlib.suppress(Exception):

@@ -81,7 +81,9 @@ async def beat_sum(n: int) -> int:
     return total
 
 
-async def test_back_to_back_and_side_by_side_workers_share_one_thread() -> None:
+async def test_back_to_back_and_side_by_side_workers_share_one_thread(own_hub: beats._Hub) -> None:
+    # (A hub of this test's own: another test's lingering thread is not counted.)
+    before = {t for t in threading.enumerate() if t.name == "durasim-heartbeat"}
     seen: set[threading.Thread | None] = set()
     for _ in range(5):
         world = MemoryWorld(clock=FixedClock())
@@ -104,7 +106,8 @@ async def test_back_to_back_and_side_by_side_workers_share_one_thread() -> None:
         assert first.serving
         assert second.serving
         assert beats._hub.thread is thread
-        assert sum(t.name == "durasim-heartbeat" for t in threading.enumerate()) == 1
+        now = {t for t in threading.enumerate() if t.name == "durasim-heartbeat"}
+        assert now - before == {thread}
     finally:
         first.release()
         second.release()
@@ -173,7 +176,7 @@ async def test_a_renewer_is_made_only_when_due_and_closed_as_the_last_user_leave
 
 
 async def test_a_worker_dropped_while_serving_leaves_the_thread(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, own_hub: beats._Hub
 ) -> None:
     heartbeat = Heartbeat(MemoryWorld(), LeaseKeeper(LeasePolicy()))
     heartbeat.acquire()  # never released: the worker is dropped mid-delivery
@@ -201,7 +204,7 @@ def _end_lingering(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_the_thread_ends_after_lingering_and_the_next_user_starts_another(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, own_hub: beats._Hub
 ) -> None:
     heartbeat = Heartbeat(MemoryWorld(), LeaseKeeper(LeasePolicy()))
     heartbeat.acquire()
@@ -227,7 +230,7 @@ class Died(BaseException):
 
 
 async def test_a_thread_that_dies_is_logged_and_restarted_by_the_next_acquire(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, own_hub: beats._Hub
 ) -> None:
     plain = beats._Beat.check
     died = threading.Event()

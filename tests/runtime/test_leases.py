@@ -417,8 +417,9 @@ async def leak_sequence(n: int) -> int:
 
 
 def test_a_drained_worker_and_its_world_are_freed_while_the_heartbeat_lingers(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, own_hub: Any
 ) -> None:
+    # (own_hub: a heartbeat thread of this test's own, which no other test's worker keeps.)
     # The heartbeat thread outlives its last delivery (LINGER_SECONDS); it must not keep
     # the Worker, the World or the log it read alive meanwhile.
     import gc
@@ -485,8 +486,9 @@ async def leak_one_beat(n: int) -> int:
 
 
 def test_a_beat_under_way_as_the_worker_is_dropped_does_not_keep_the_world(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, own_hub: Any
 ) -> None:
+    # (own_hub: a heartbeat thread of this test's own, which no other test's worker keeps.)
     # CI on 3.12 (session 11): a beat that had taken the World just before the last lease
     # was released still held it when the worker was dropped.  Made deterministic here: the
     # heartbeat's beat is stopped mid-way (in the keeper's due()) while the run finishes,
