@@ -19,6 +19,7 @@ import pytest
 from _postgres_support import build_postgres, drop_schemas, require_postgres
 from hypothesis import HealthCheck, settings
 
+import durasim.runtime._heartbeat as beats
 from durasim.worlds import CountingIds, FixedClock, MemoryWorld, World, WorldFactory, WorldSetup
 
 settings.register_profile("dev", max_examples=50, deadline=None)
@@ -118,6 +119,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if item.get_closest_marker(marker) is not None and marker not in expression:
                 item.add_marker(pytest.mark.skip(reason=f"{marker}: run with -m {marker}"))
                 break
+
+
+@pytest.fixture
+def own_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[beats._Hub]:
+    """A heartbeat hub (and so a heartbeat thread) of the test's own.
+
+    The process's one heartbeat thread serves every worker of every test that ran
+    in this process: a test that asserts the thread ends, or how many there are,
+    must not depend on no earlier test having left a worker on it.  Heartbeats made
+    during the test join this hub; at its end the hub's thread is made to end (no
+    lingering), and joined (bounded: never reached when the code is right).
+    """
+    hub = beats._Hub()
+    monkeypatch.setattr(beats, "_hub", hub)
+    yield hub
+    monkeypatch.setattr(beats.Heartbeat, "LINGER_SECONDS", 0.0)
+    with hub.lock:
+        thread = hub.thread
+        hub.poke()
+    if thread is not None:
+        thread.join(timeout=60.0)
 
 
 @pytest.fixture
