@@ -23,34 +23,10 @@ import sys
 import time
 from pathlib import Path
 
-from durasim.runtime import Worker, start, step, workflow
+from bench_runtime import sequential, sequential_async  # the same workflows as --targets
+
+from durasim.runtime import Worker, start
 from durasim.worlds import CountingIds, FixedClock, MemoryWorld
-
-
-@step(module="bench")
-def add(a: int, b: int) -> int:
-    return a + b
-
-
-@step(module="bench")
-async def add_async(a: int, b: int) -> int:
-    return a + b
-
-
-@workflow(module="bench")
-async def sequential(n: int) -> int:
-    total = 0
-    for i in range(n):
-        total = await add(total, i)
-    return total
-
-
-@workflow(module="bench")
-async def sequential_async(n: int) -> int:
-    total = 0
-    for i in range(n):
-        total = await add_async(total, i)
-    return total
 
 
 async def _runs(count: int, steps: int, kind: str, phases: dict[str, list[float]]) -> None:
