@@ -250,6 +250,11 @@ class EventRequest:
         """Whether :func:`validate_request` built this very object."""
         return self._validated
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Without the mark: a request that comes back from bytes (pickle, a copy) is
+        # input like any other, and the World validates it again.
+        return (_unpickle_request, (self.type, self.correlation_id, self.data))
+
     @classmethod
     def of(
         cls, type: EventType | str, correlation_id: str | None = None, **data: Any
@@ -266,6 +271,11 @@ class EventRequest:
             if request is not None:
                 return request
         return _validate_full(type, correlation_id, data, world=False)
+
+
+def _unpickle_request(type: EventType, correlation_id: str | None, data: Payload) -> EventRequest:
+    """A request from its pickled parts, unvalidated (see ``EventRequest.__reduce__``)."""
+    return EventRequest(type=type, correlation_id=correlation_id, data=data)
 
 
 # --- payload schema -----------------------------------------------------------
@@ -686,11 +696,17 @@ def step_created_request(
         and "\x00" not in step_name
         and _known_id(correlation_id)
     ):
-        return _trusted(
-            Types.STEP_CREATED,
-            correlation_id,
-            {"step_name": step_name, "input": input, "inline": inline},
-        )
+        # _trusted(Types.STEP_CREATED, correlation_id, items), inlined (once a step)
+        items = {"step_name": step_name, "input": input, "inline": inline}
+        payload: Payload = _new_object(Payload)
+        payload._items = items  # owned: nothing else holds the dict
+        payload.get = items.get  # type: ignore[method-assign,assignment]
+        request: EventRequest = _new_object(EventRequest)
+        _set_request_type(request, Types.STEP_CREATED)
+        _set_request_correlation_id(request, correlation_id)
+        _set_request_data(request, payload)
+        _set_request_validated(request, True)
+        return request
     return EventRequest.of(
         "step_created", correlation_id, step_name=step_name, input=input, inline=inline
     )
@@ -711,7 +727,17 @@ def step_started_request(correlation_id: str) -> EventRequest:
 def step_completed_request(correlation_id: str, result: bytes) -> EventRequest:
     """``EventRequest.of("step_completed", correlation_id, result=result)``."""
     if type(result) is bytes and type(correlation_id) is str and correlation_id in _WELL_FORMED_IDS:
-        return _trusted(Types.STEP_COMPLETED, correlation_id, {"result": result})
+        # _trusted(Types.STEP_COMPLETED, correlation_id, items), inlined (once a step)
+        items = {"result": result}
+        payload: Payload = _new_object(Payload)
+        payload._items = items  # owned: nothing else holds the dict
+        payload.get = items.get  # type: ignore[method-assign,assignment]
+        request: EventRequest = _new_object(EventRequest)
+        _set_request_type(request, Types.STEP_COMPLETED)
+        _set_request_correlation_id(request, correlation_id)
+        _set_request_data(request, payload)
+        _set_request_validated(request, True)
+        return request
     return EventRequest.of("step_completed", correlation_id, result=result)
 
 

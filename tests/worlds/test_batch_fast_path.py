@@ -11,7 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from durasim.worlds import EventRequest, FixedClock, MemoryWorld, WorldError, _guards
+from durasim.worlds import (
+    EventRequest,
+    FixedClock,
+    MemoryWorld,
+    WorldError,
+    _guards,
+    _memory_steps,
+)
 
 RUN = "run-1"
 IDS = ["s1", "s2", "s3"]
@@ -98,7 +105,8 @@ def _batch(world: MemoryWorld, case: dict[str, Any]) -> object:
     answer = asyncio.run(go())
     world._check()
     record = world._runs[RUN]
-    return answer, list(record.events), record.state, record.counters
+    assert record.view is not None
+    return answer, list(record.events), record.state, record.view.counters()
 
 
 CASES = st.fixed_dictionaries(
@@ -125,6 +133,7 @@ def test_fast_batch_decides_as_the_loop(case: dict[str, Any]) -> None:
     fast = _batch(MemoryWorld(clock=FixedClock()), case)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_guards, "_OUTCOMES", frozenset())  # every batch takes the loop
+        patch.setattr(_memory_steps, "_OUTCOMES", frozenset())  # ... and is planned
         slow = _batch(MemoryWorld(clock=FixedClock()), case)
     assert fast == slow
 
@@ -141,6 +150,8 @@ def test_the_runtime_batch_takes_the_fast_path() -> None:
     }
     original = _guards._plan_outcome_and_start
     with pytest.MonkeyPatch.context() as patch:
+        # The memory World's own path would take the batch before the guards see it.
+        patch.setattr(_memory_steps, "_OUTCOMES", frozenset())
         patch.setattr(
             _guards,
             "_plan_outcome_and_start",
