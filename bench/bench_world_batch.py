@@ -8,15 +8,25 @@ by hand under callgrind, twice, and take the difference (never in CI):
     valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
         .venv/bin/python bench/bench_world_batch.py 200
     (the same with 2200; per step = (I(2200) - I(200)) / 2000)
+
+``--builders``: the requests are built as the runtime builds them, by its own
+builders (``step_completed_request``, ``step_created_request``,
+``step_started_request``: validated once, so the World trusts them), not by
+``EventRequest.of``; what a step's World side costs in a real run.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from durasim.worlds import EventRequest, FixedClock, MemoryWorld
+from durasim.worlds._events import (
+    step_completed_request,
+    step_created_request,
+    step_started_request,
+)
 
 
 def drive(coro: Coroutine[Any, Any, Any]) -> Any:
@@ -28,7 +38,25 @@ def drive(coro: Coroutine[Any, Any, Any]) -> Any:
     raise RuntimeError("a MemoryWorld write suspended")
 
 
-def main(n: int) -> None:
+def _of(i: int) -> list[EventRequest]:
+    """Step ``i``'s batch built by ``EventRequest.of`` (i = 0: only the first step's start)."""
+    start = [
+        EventRequest.of("step_created", f"s#{i}", step_name="step//a//b", input=b"i", inline=True),
+        EventRequest.of("step_started", f"s#{i}"),
+    ]
+    return (
+        start if i == 0 else [EventRequest.of("step_completed", f"s#{i - 1}", result=b"r"), *start]
+    )
+
+
+def _builders(i: int) -> list[EventRequest]:
+    """Step ``i``'s batch built by the runtime's request builders."""
+    cid = f"s#{i}"
+    start = [step_created_request(cid, "step//a//b", b"i", True), step_started_request(cid)]
+    return start if i == 0 else [step_completed_request(f"s#{i - 1}", b"r"), *start]
+
+
+def main(n: int, batch: Callable[[int], list[EventRequest]]) -> None:
     world = MemoryWorld(clock=FixedClock())
     events = world.events
     created = drive(
@@ -36,20 +64,11 @@ def main(n: int) -> None:
     )
     run_id = created.run.run_id
     drive(events.create(run_id, EventRequest.of("run_started")))
-    first = [
-        EventRequest.of("step_created", "s#0", step_name="step//a//b", input=b"i", inline=True),
-        EventRequest.of("step_started", "s#0"),
-    ]
+    first = batch(0)
     drive(events.create_batch(run_id, first, in_band=True, expected_seq_in_band=1))
     seq, fence, at = 4, 3, world.clock.now()
     for i in range(1, n + 1):
-        requests = [
-            EventRequest.of("step_completed", f"s#{i - 1}", result=b"r"),
-            EventRequest.of(
-                "step_created", f"s#{i}", step_name="step//a//b", input=b"i", inline=True
-            ),
-            EventRequest.of("step_started", f"s#{i}"),
-        ]
+        requests = batch(i)
         drive(
             events.create_batch(
                 run_id,
@@ -67,4 +86,5 @@ def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000)
+    words = [word for word in sys.argv[1:] if word != "--builders"]
+    main(int(words[0]) if words else 2000, _builders if "--builders" in sys.argv else _of)

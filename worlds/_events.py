@@ -696,17 +696,11 @@ def step_created_request(
         and "\x00" not in step_name
         and _known_id(correlation_id)
     ):
-        # _trusted(Types.STEP_CREATED, correlation_id, items), inlined (once a step)
-        items = {"step_name": step_name, "input": input, "inline": inline}
-        payload: Payload = _new_object(Payload)
-        payload._items = items  # owned: nothing else holds the dict
-        payload.get = items.get  # type: ignore[method-assign,assignment]
-        request: EventRequest = _new_object(EventRequest)
-        _set_request_type(request, Types.STEP_CREATED)
-        _set_request_correlation_id(request, correlation_id)
-        _set_request_data(request, payload)
-        _set_request_validated(request, True)
-        return request
+        return _trusted(
+            Types.STEP_CREATED,
+            correlation_id,
+            {"step_name": step_name, "input": input, "inline": inline},
+        )
     return EventRequest.of(
         "step_created", correlation_id, step_name=step_name, input=input, inline=inline
     )
@@ -727,17 +721,7 @@ def step_started_request(correlation_id: str) -> EventRequest:
 def step_completed_request(correlation_id: str, result: bytes) -> EventRequest:
     """``EventRequest.of("step_completed", correlation_id, result=result)``."""
     if type(result) is bytes and type(correlation_id) is str and correlation_id in _WELL_FORMED_IDS:
-        # _trusted(Types.STEP_COMPLETED, correlation_id, items), inlined (once a step)
-        items = {"result": result}
-        payload: Payload = _new_object(Payload)
-        payload._items = items  # owned: nothing else holds the dict
-        payload.get = items.get  # type: ignore[method-assign,assignment]
-        request: EventRequest = _new_object(EventRequest)
-        _set_request_type(request, Types.STEP_COMPLETED)
-        _set_request_correlation_id(request, correlation_id)
-        _set_request_data(request, payload)
-        _set_request_validated(request, True)
-        return request
+        return _trusted(Types.STEP_COMPLETED, correlation_id, {"result": result})
     return EventRequest.of("step_completed", correlation_id, result=result)
 
 

@@ -23,9 +23,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
 from ._build import builder
-from ._entities import BatchResult, RunStatuses, StepRecord, StepStatuses, twin_builder
-from ._events import Event, EventRequest, Types, _owned
+from ._entities import BatchResult, RunStatuses, StepStatuses
+from ._events import Event, EventRequest, Types
 from ._fold import STEP_CHANGES, _complete
+from ._guards import started_step
 
 if TYPE_CHECKING:
     from ._memory import _RunRecord
@@ -35,10 +36,7 @@ __all__ = ["write_step_batch"]
 T = Types
 
 _event = builder(Event)
-_new_step = twin_builder(StepRecord)
 _batch_result = builder(BatchResult)
-#: The data of every first ``step_started`` without fields of its own (immutable: shared).
-_FIRST_ATTEMPT: Final = _owned({"attempt": 1})
 _OUTCOMES: Final = frozenset({T.STEP_COMPLETED, T.STEP_FAILED, T.STEP_RETRYING})
 _RUNNING_RUN: Final = RunStatuses.RUNNING
 _RUNNING_STEP: Final = StepStatuses.RUNNING
@@ -108,7 +106,9 @@ def write_step_batch(
         data=outcome.data,
     )
     data = created.data
-    extra = started.data
+    start, new = started_step(
+        run_id, cid, seq + 3, at=at, in_band=True, created=data, started=started.data
+    )
     events = (
         first,
         _event(
@@ -120,28 +120,7 @@ def write_step_batch(
             in_band=True,
             data=data,
         ),
-        _event(
-            run_id=run_id,
-            seq=seq + 3,
-            type=T.STEP_STARTED,
-            created_at=at,
-            correlation_id=cid,
-            in_band=True,
-            data=extra.first("attempt", 1) if extra._items else _FIRST_ATTEMPT,
-        ),
-    )
-    items = data._items
-    new = _new_step(
-        run_id=run_id,
-        step_id=cid,
-        step_name=items["step_name"],
-        status=_RUNNING_STEP,
-        input=items["input"],
-        attempt=1,
-        inline=items.get("inline", False),
-        created_at=at,
-        updated_at=at,
-        started_at=at,
+        start,
     )
     # What the writer has not seen, read before the batch lands (as _unseen does).
     unseen = () if seen_seq is None or seen_seq >= seq else tuple(record.events[seen_seq:seq])
