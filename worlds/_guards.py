@@ -356,54 +356,35 @@ def _plan_step_created(
     if started is None:
         step = created_step(event, run_id)
     else:
-        start, step = started_step(
-            run_id, cid, seq + 1, at=at, in_band=in_band, created=data, started=started.data
+        extra = started.data
+        events.append(
+            _event(
+                run_id=run_id,
+                seq=seq + 1,
+                type=T.STEP_STARTED,
+                created_at=at,
+                correlation_id=cid,
+                in_band=in_band,
+                # _attempt_first(extra, 1), its common case inlined
+                data=extra.first("attempt", 1) if extra._items else _FIRST_ATTEMPT,
+            )
         )
-        events.append(start)
+        # created_running(event, start), inlined: both events are created ``at``
+        items = data._items
+        step = _new_step(
+            run_id=run_id,
+            step_id=cid,
+            step_name=items["step_name"],
+            status=StepStatuses.RUNNING,
+            input=items["input"],
+            attempt=1,
+            inline=items.get("inline", False),
+            created_at=at,
+            updated_at=at,
+            started_at=at,
+        )
     steps[cid] = step
     plan.touched = step
-
-
-def started_step(
-    run_id: str,
-    cid: str,
-    seq: int,
-    *,
-    at: datetime,
-    in_band: bool,
-    created: Payload,
-    started: Payload,
-) -> tuple[Event, StepRecord]:
-    """The ``step_started`` at ``seq`` of a step created at ``at`` in the same batch, and
-    the running step both make (``created``, ``started``: the two requests' data).
-
-    What :func:`created_step` then a start would fold (``created_running``), built at once:
-    both events are created ``at``, and a step just created starts at attempt 1.
-    """
-    start = _event(
-        run_id=run_id,
-        seq=seq,
-        type=T.STEP_STARTED,
-        created_at=at,
-        correlation_id=cid,
-        in_band=in_band,
-        # _attempt_first(started, 1), its common case inlined
-        data=started.first("attempt", 1) if started._items else _FIRST_ATTEMPT,
-    )
-    items = created._items
-    step = _new_step(
-        run_id=run_id,
-        step_id=cid,
-        step_name=items["step_name"],
-        status=StepStatuses.RUNNING,
-        input=items["input"],
-        attempt=1,
-        inline=items.get("inline", False),
-        created_at=at,
-        updated_at=at,
-        started_at=at,
-    )
-    return start, step
 
 
 def _plan_step_change(

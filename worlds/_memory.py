@@ -59,7 +59,6 @@ from ._events import (
 from ._fold import FoldedRun, fold_log
 from ._guards import Plan, plan_batch, plan_create_run, plan_write
 from ._memory_queue import MemoryQueue, MemoryStreams, QueueSlot, StreamBuffer
-from ._memory_steps import write_step_batch
 from ._text import check_text, check_token
 from ._time import Clock, IdSource, RandomIds, SystemClock
 
@@ -68,16 +67,14 @@ __all__ = ["MemoryWorld"]
 
 _EMPTY = Snapshot(seq=0, seq_in_band=0)
 _batch_result = builder(BatchResult)
-_snapshot = builder(Snapshot)
 
 
 @attrs.define
 class _RunRecord:
     state: FoldedRun
     events: list[Event] = attrs.field(factory=list)
-    #: ``state.seq`` and ``state.seq_in_band`` as the Snapshot the last write planned
-    #: (``None`` after a write that made none: :meth:`_View.counters` makes it then).
-    counters: Snapshot | None = _EMPTY
+    #: ``state.seq`` and ``state.seq_in_band`` as the Snapshot the last write planned.
+    counters: Snapshot = _EMPTY
     #: The guards' view of this run (it reads ``state``, which changes in place).
     view: _View | None = None
 
@@ -96,13 +93,7 @@ class _View:
         return self._state.run
 
     def counters(self) -> Snapshot:
-        counters = self._record.counters
-        if counters is None:
-            state = self._state
-            counters = self._record.counters = _snapshot(
-                seq=state.seq, seq_in_band=state.seq_in_band
-            )
-        return counters
+        return self._record.counters
 
     # Methods, not the steps dict's bound methods: ``copy.deepcopy`` keeps a builtin
     # method as it is, so a copied World's view would read the original's steps (the
@@ -248,9 +239,8 @@ class MemoryWorld:
             assert [e.seq for e in record.events] == list(range(1, len(record.events) + 1))
             assert record.state.seq == len(record.events)
             assert record.state.seq_in_band == sum(e.in_band for e in record.events)
-            assert record.counters in (
-                None,
-                Snapshot(seq=record.state.seq, seq_in_band=record.state.seq_in_band),
+            assert record.counters == Snapshot(
+                seq=record.state.seq, seq_in_band=record.state.seq_in_band
             )
             assert record.view is not None
             assert record.view._record is record
@@ -461,8 +451,11 @@ class _Events(_Facet):
             record = w._record(run_id)
         assert record.view is not None
         now = w._clock.now()
-        # event_time(now, occurred_at, in_band=in_band), its common cases inlined
-        at = (
+        plan = plan_batch(
+            record.view,
+            run_id,
+            checked,
+            # event_time(now, occurred_at, in_band=in_band), its common cases inlined
             now
             if occurred_at is None
             else occurred_at
@@ -471,30 +464,7 @@ class _Events(_Facet):
             and isinstance(now, datetime)
             and now.tzinfo is not None
             and now.year < _LAST_YEAR
-            else event_time(now, occurred_at, in_band=in_band)
-        )
-        if (
-            in_band
-            and len(checked) == 3
-            and (seen_seq is None or (type(seen_seq) is int and seen_seq >= 0))
-        ):
-            # The runtime's batch every step, when nothing in it can be refused.
-            done = write_step_batch(
-                record,
-                run_id,
-                checked,
-                at,
-                expected_seq_in_band=expected_seq_in_band,
-                expected_seq=expected_seq,
-                seen_seq=seen_seq,
-            )
-            if done is not None:
-                return done
-        plan = plan_batch(
-            record.view,
-            run_id,
-            checked,
-            at,
+            else event_time(now, occurred_at, in_band=in_band),
             in_band=in_band,
             expected_seq_in_band=expected_seq_in_band,
             expected_seq=expected_seq,

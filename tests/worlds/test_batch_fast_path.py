@@ -11,14 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from durasim.worlds import (
-    EventRequest,
-    FixedClock,
-    MemoryWorld,
-    WorldError,
-    _guards,
-    _memory_steps,
-)
+from durasim.worlds import EventRequest, FixedClock, MemoryWorld, WorldError, _guards
 
 RUN = "run-1"
 IDS = ["s1", "s2", "s3"]
@@ -105,8 +98,7 @@ def _batch(world: MemoryWorld, case: dict[str, Any]) -> object:
     answer = asyncio.run(go())
     world._check()
     record = world._runs[RUN]
-    assert record.view is not None
-    return answer, list(record.events), record.state, record.view.counters()
+    return answer, list(record.events), record.state, record.counters
 
 
 CASES = st.fixed_dictionaries(
@@ -133,7 +125,6 @@ def test_fast_batch_decides_as_the_loop(case: dict[str, Any]) -> None:
     fast = _batch(MemoryWorld(clock=FixedClock()), case)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_guards, "_OUTCOMES", frozenset())  # every batch takes the loop
-        patch.setattr(_memory_steps, "_OUTCOMES", frozenset())  # ... and is planned
         slow = _batch(MemoryWorld(clock=FixedClock()), case)
     assert fast == slow
 
@@ -150,8 +141,6 @@ def test_the_runtime_batch_takes_the_fast_path() -> None:
     }
     original = _guards._plan_outcome_and_start
     with pytest.MonkeyPatch.context() as patch:
-        # The memory World's own path would take the batch before the guards see it.
-        patch.setattr(_memory_steps, "_OUTCOMES", frozenset())
         patch.setattr(
             _guards,
             "_plan_outcome_and_start",
