@@ -286,7 +286,7 @@ class Replay:
             task.cancel()
         for task in waiting:
             with contextlib.suppress(Exception):  # what a dropped workflow raises goes nowhere
-                task.get_coro().close()  # type: ignore[union-attr]
+                task.get_coro().close()
         self.loop.callbacks.clear()
 
     # -- driving --------------------------------------------------------------------

@@ -64,7 +64,9 @@ def _durasim_garbage() -> list[str]:
     return found
 
 
-async def _serve(world: World, clock: FixedClock, run_id: str, *, limits: Limits | None = None) -> None:
+async def _serve(
+    world: World, clock: FixedClock, run_id: str, *, limits: Limits | None = None
+) -> None:
     """Serve the run until it ends, jumping the clock to each next due message."""
     worker = Worker(world, limits=limits)
     run = get_run(run_id, world=world)
