@@ -128,22 +128,21 @@ async def _fails(world: World, clock: FixedClock, refs: list[weakref.ref[Any]]) 
     await _watch_log(world, run.run_id, refs)
 
 
-async def _cancelled(world: World, clock: FixedClock, refs: list[weakref.ref[Any]]) -> None:
-    """Cancelled while it sleeps: the worker's engine keeps its suspended replay."""
-    run = await start(wf_cycles.sleeps_long, world=world)
-    await Worker(world).drain()
-    assert engine_for(world).keeps(run.run_id)
-    await get_run(run.run_id, world=world).cancel("enough")
-    await _serve(world, clock, run.run_id)
-    assert (await run.status()).value == "cancelled"
-    await _watch_log(world, run.run_id, refs)
-
-
 async def _suspended(world: World, clock: FixedClock, refs: list[weakref.ref[Any]]) -> None:
     """The World is dropped while its engine keeps the live replay of a waiting run."""
     run = await start(wf_cycles.sleeps_long, world=world)
     await Worker(world).drain()
     assert engine_for(world).keeps(run.run_id)
+    await _watch_log(world, run.run_id, refs)
+
+
+async def _cancelled(world: World, clock: FixedClock, refs: list[weakref.ref[Any]]) -> None:
+    """Cancelled while it sleeps (its suspended replay kept by the engine till then)."""
+    await _suspended(world, clock, refs)
+    (run,) = (await world.runs.list()).runs
+    await get_run(run.run_id, world=world).cancel("enough")
+    await _serve(world, clock, run.run_id)
+    assert (await world.runs.get(run.run_id)).status.value == "cancelled"
     await _watch_log(world, run.run_id, refs)
 
 
