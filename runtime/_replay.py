@@ -200,7 +200,7 @@ def _timer_sink(replay: Replay) -> Callable[[asyncio.TimerHandle], None]:
 
     def armed(handle: asyncio.TimerHandle) -> None:
         owner = ref()
-        if owner is not None:  # (a replay being freed runs no workflow code)
+        if owner is not None:  # (none: the replay is gone, nothing to record)
             owner._timer_armed(handle)
 
     return armed

@@ -241,6 +241,7 @@ class MemoryWorld:
     def _check(self) -> None:
         """Assert the internal invariants (property tests call this after every rule)."""
         live: dict[str, tuple[str, str]] = {}
+        assert self._views.keys() == self._runs.keys()
         for run_id, record in self._runs.items():
             assert fold_log(record.events) == record.state, f"run {run_id!r}: rows differ from fold"
             assert [e.seq for e in record.events] == list(range(1, len(record.events) + 1))
