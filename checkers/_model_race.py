@@ -116,8 +116,11 @@ class _RaceRules:
         points.append(self.reference)
         for i in floating:
             # Latest point first: most refusals still hold at the end.
-            tried = [
-                self._run(ops.outcome(calls[i](copy.deepcopy(point)))) for point in reversed(points)
-            ]
+            tried = []
+            for point in reversed(points):
+                # Named, not a temporary: a World's facets hold it weakly (worlds/_facet.py),
+                # so the copy must live until the call it makes has run.
+                trial = copy.deepcopy(point)
+                tried.append(self._run(ops.outcome(calls[i](trial))))
             if answers[i] not in tried:
                 self.differs(f"{what(i)}, at any point of the race", tried, answers[i])

@@ -9,7 +9,10 @@ and what becomes of the message is decided here, once.
 
 The engine is found with :func:`engine_for`, which keeps it on the World object
 itself (no module-level table keyed by World identity): a World that cannot
-carry an attribute gets a fresh engine per call, which keeps no replays.
+carry an attribute gets a fresh engine per call, which keeps no replays.  The
+World owns its engine and the engine reaches the World through a weak
+reference, so the two make no reference cycle: a World its user drops is freed
+at once, with its engine and the replays it keeps (issue 22).
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ import contextlib
 import hashlib
 import logging
 import threading
+import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
 
-from durasim.worlds import RunExpired, RunNotFound, World, WorldError
+from durasim.worlds import DurasimError, RunExpired, RunNotFound, World, WorldError
 
 from ._children import notify_parent
 from ._errors import ReplayDivergence
@@ -84,14 +89,29 @@ class Engine:
     messages into deliveries and settlements.
 
     Args:
-        world: the World this engine runs.
+        world: the World this engine runs (held weakly when it can be: the World
+            keeps its engine, see :func:`engine_for`).
     """
 
     def __init__(self, world: World) -> None:
-        self.world = world
+        try:
+            self._world: Callable[[], World | None] = weakref.ref(world)
+        except TypeError:  # a World without weak references: it cannot carry us weakly
+            self._world = lambda: world
         self._kept: OrderedDict[str, Kept] = OrderedDict()
         #: What this process knows is cancelled in this World (runs, tokens).
         self.cancellations = Cancellations()
+
+    @property
+    def world(self) -> World:
+        """The World this engine runs."""
+        world = self._world()
+        if world is None:
+            raise DurasimError(
+                "this engine's World was dropped: keep a reference to the World while its "
+                "engine (a Worker, a simulator) runs"
+            )
+        return world
 
     def __copy__(self) -> Engine:
         # A copied World (a checker's deepcopy of a reference World) gets no share
@@ -318,11 +338,11 @@ class Engine:
 def engine_for(world: World) -> Engine:
     """The engine of ``world`` in this process (made on first use, kept on the World)."""
     engine = getattr(world, _ATTRIBUTE, None)
-    if isinstance(engine, Engine) and engine.world is world:
+    if isinstance(engine, Engine) and engine._world() is world:
         return engine
     with _CREATING:  # step threads ask too: one engine per World, not two
         engine = getattr(world, _ATTRIBUTE, None)
-        if isinstance(engine, Engine) and engine.world is world:
+        if isinstance(engine, Engine) and engine._world() is world:
             return engine
         engine = Engine(world)
         # A World that cannot carry it gets a fresh engine per call, keeping nothing.

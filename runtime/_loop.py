@@ -446,12 +446,17 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         self._closed = True
 
     def call_exception_handler(self, context: dict[str, Any]) -> None:
-        """Keep the context: the engine reports unhandled errors of workflow tasks."""
-        self._exceptions.append(context)
+        """Keep the context: the engine reports unhandled errors of workflow tasks.
 
-    def default_exception_handler(self, context: dict[str, Any]) -> None:
-        """Same as :meth:`call_exception_handler`."""
-        self._exceptions.append(context)
+        Kept without the loop's own tasks, futures and handles: a task reports
+        here as it is freed still pending (its replay dropped), and keeping it
+        would bring it back, tied to this loop in a reference cycle (issue 22).
+        """
+        self._exceptions.append(
+            {k: v for k, v in context.items() if not isinstance(v, asyncio.Future | asyncio.Handle)}
+        )
+
+    default_exception_handler = call_exception_handler
 
     def get_exception_handler(self) -> None:
         """No custom handler."""

@@ -22,8 +22,10 @@ to it, which is what makes cold replays and the simulator possible.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import re
+import weakref
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -181,9 +183,31 @@ def _moment(seconds: float) -> datetime:
 
 
 def _enter_run(replay: Replay, metadata: WorkflowMetadata) -> None:
-    """Set the workflow task's context variables (in its context: one ``run`` for both)."""
-    STEP_CALLER.set(replay)
+    """Set the workflow task's context variables (in its context: one ``run`` for both).
+
+    The task's context holds the replay weakly: the replay owns the task (and
+    the loop, the step states, their futures), so nothing it owns points back
+    to it and a finished or dropped replay is freed by reference counting alone
+    (issue 22).  Workflow code runs only while its replay drives it.
+    """
+    STEP_CALLER.set(weakref.proxy(replay))
     WORKFLOW_METADATA.set(metadata)
+
+
+def _timer_sink(replay: Replay) -> Callable[[asyncio.TimerHandle], None]:
+    """What the loop calls with a timer the workflow arms: the replay's, held weakly."""
+    ref = weakref.ref(replay)
+
+    def armed(handle: asyncio.TimerHandle) -> None:
+        owner = ref()
+        if owner is not None:  # (none: the replay is gone, nothing to record)
+            owner._timer_armed(handle)
+
+    return armed
+
+
+def _timer_dropped(handle: asyncio.TimerHandle) -> None:
+    """A cancelled timer: its wait stays in the log if it is there; its completion is inert."""
 
 
 class Replay:
@@ -208,9 +232,10 @@ class Replay:
         self.run_id = run_id
         self._input = input
         self._started_at = started_at
+        # The loop reaches the replay weakly (the replay owns the loop: no cycle).
         self.loop = WorkflowLoop(  # type: ignore[abstract]  # I/O methods are set as refusals
-            on_timer=self._timer_armed,
-            on_timer_cancelled=self._timer_cancelled,
+            on_timer=_timer_sink(self),
+            on_timer_cancelled=_timer_dropped,
             now=_seconds(started_at),
         )
         self._ready = self.loop.callbacks  # what the loop would run next
@@ -243,6 +268,26 @@ class Replay:
         self._recorded_patches: set[str] = set()  # markers anywhere in the log held
         self._hints: list[str] = []  # what a divergence should also say
         self._time_of: datetime | None = None  # the moment the loop's clock was last set to
+
+    def __del__(self) -> None:
+        # A replay dropped while its workflow waits (a suspended run's replay,
+        # evicted or ended): each waiting task and the future it awaits hold each
+        # other (asyncio's own cycle).  Cancel the waits (the futures let go of the
+        # tasks) and close the coroutines now, while this replay still answers the
+        # ``finally`` blocks they run (a hook's disposal); then drop the wake-ups
+        # all that scheduled.  Tasks and futures are freed with the replay, by
+        # reference counting alone (issue 22).
+        if self._task is None:
+            return
+        waiting = sorted(asyncio.all_tasks(self.loop), key=hash)  # creation order
+        if not waiting:
+            return
+        for task in waiting:
+            task.cancel()
+        for task in waiting:
+            with contextlib.suppress(Exception):  # what a dropped workflow raises goes nowhere
+                task.get_coro().close()
+        self.loop.callbacks.clear()
 
     # -- driving --------------------------------------------------------------------
 
@@ -594,10 +639,6 @@ class Replay:
         )
         self.waits[correlation_id] = state
         self._uncreated[correlation_id] = state
-
-    def _timer_cancelled(self, handle: asyncio.TimerHandle) -> None:
-        # The wait stays in the log if it is there; its completion is then inert.
-        return None
 
     # -- event handlers -------------------------------------------------------------------
 

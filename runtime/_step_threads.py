@@ -88,7 +88,10 @@ class _Job:
     def outcome(self) -> Any:
         if self.error is not None:
             error, self.error = self.error, None  # no reference cycle through the traceback
-            raise error
+            try:
+                raise error
+            finally:
+                del error  # nor through this frame, which the traceback holds
         return self.result
 
 

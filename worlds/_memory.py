@@ -56,6 +56,7 @@ from ._events import (
     check_correlation_id,
     check_run_id,
 )
+from ._facet import WorldFacet
 from ._fold import FoldedRun, fold_log
 from ._guards import Plan, plan_batch, plan_create_run, plan_write
 from ._memory_queue import MemoryQueue, MemoryStreams, QueueSlot, StreamBuffer
@@ -75,15 +76,19 @@ class _RunRecord:
     events: list[Event] = attrs.field(factory=list)
     #: ``state.seq`` and ``state.seq_in_band`` as the Snapshot the last write planned.
     counters: Snapshot = _EMPTY
-    #: The guards' view of this run (it reads ``state``, which changes in place).
-    view: _View | None = None
 
 
 class _View:
-    """The fold's StateView over one run of the memory World (made once per run)."""
+    """The fold's StateView over one run of the memory World (made once per run).
+
+    Kept in the World's ``_views``, beside the records: it reads its record and
+    the World's token table, and nothing it reads points back to it (no cycle,
+    issue 22).
+    """
 
     def __init__(self, world: MemoryWorld, record: _RunRecord) -> None:
-        self._world = world
+        self._runs = world._runs
+        self._tokens = world._tokens
         self._record = record
         state = record.state
         self._state = state
@@ -111,10 +116,10 @@ class _View:
         return self._state.waits.get(wait_id)
 
     def live_hook_by_token(self, token: str) -> HookRecord | None:
-        owner = self._world._tokens.get(token)
+        owner = self._tokens.get(token)
         if owner is None:
             return None
-        return self._world._runs[owner[0]].state.hooks[owner[1]]
+        return self._runs[owner[0]].state.hooks[owner[1]]
 
     def received_by_resume_id(self, resume_id: str) -> Event | None:
         return self._state.resume_ids.get(resume_id)
@@ -147,6 +152,8 @@ class MemoryWorld:
         self._ids: IdSource = ids or RandomIds()
         self._max_deliveries = max_deliveries
         self._runs: dict[str, _RunRecord] = {}
+        #: The guards' view of each run (apart from the records: see _View).
+        self._views: dict[str, _View] = {}
         self._tokens: dict[str, tuple[str, str]] = {}
         # Every token's most recent holder, live or not (hooks.last_by_token).
         self._last_holders: dict[str, tuple[str, str]] = {}
@@ -198,7 +205,7 @@ class MemoryWorld:
         record = self._runs.get(run_id)
         if record is None:
             record = self._runs[run_id] = _RunRecord(state=FoldedRun())
-            record.view = _View(self, record)
+            self._views[run_id] = _View(self, record)
         state = record.state
         record.events.extend(plan.events)
         state.run = plan.run
@@ -234,6 +241,7 @@ class MemoryWorld:
     def _check(self) -> None:
         """Assert the internal invariants (property tests call this after every rule)."""
         live: dict[str, tuple[str, str]] = {}
+        assert self._views.keys() == self._runs.keys()
         for run_id, record in self._runs.items():
             assert fold_log(record.events) == record.state, f"run {run_id!r}: rows differ from fold"
             assert [e.seq for e in record.events] == list(range(1, len(record.events) + 1))
@@ -242,10 +250,12 @@ class MemoryWorld:
             assert record.counters == Snapshot(
                 seq=record.state.seq, seq_in_band=record.state.seq_in_band
             )
-            assert record.view is not None
-            assert record.view._record is record
-            assert record.view._state is record.state
-            assert record.view._steps is record.state.steps
+            view = self._views[run_id]
+            assert view._record is record
+            assert view._state is record.state
+            assert view._steps is record.state.steps
+            assert view._runs is self._runs
+            assert view._tokens is self._tokens
             for hook in record.state.hooks.values():
                 if hook.status is HookStatuses.ACTIVE:
                     assert hook.token not in live, f"token {hook.token!r} held twice"
@@ -274,17 +284,19 @@ class MemoryWorld:
             events=list(events),
             counters=Snapshot(seq=state.seq, seq_in_band=state.seq_in_band),
         )
-        record.view = _View(self, record)
         self._runs[run_id] = record
+        self._views[run_id] = _View(self, record)
         for hook in state.hooks.values():
             self._last_holders[hook.token] = (run_id, hook.hook_id)
             if hook.status is HookStatuses.ACTIVE:
                 self._tokens[hook.token] = (run_id, hook.hook_id)
 
 
-class _Facet:
+class _Facet(WorldFacet["MemoryWorld"]):
+    """A facet of the MemoryWorld (:mod:`._facet`: it holds its World weakly)."""
+
     def __init__(self, world: MemoryWorld) -> None:
-        self._w = world
+        super().__init__(world)
 
 
 class _Runs(_Facet):
@@ -408,10 +420,9 @@ class _Events(_Facet):
             raise InvalidRequest(
                 f"{request.type.value} needs the run id; only run_created may pass None"
             )
-        record = w._record(run_id)
-        assert record.view is not None
+        w._record(run_id)  # refuses an id that is not a run of this World
         plan = plan_write(
-            record.view,
+            w._views[run_id],
             run_id,
             request,
             now,
@@ -446,13 +457,14 @@ class _Events(_Facet):
                 ]
                 break
         # w._record(run_id), its common case inlined (it raises for any other)
-        record = w._runs.get(run_id) if type(run_id) is str else None
-        if record is None or record.state.run is None:
-            record = w._record(run_id)
-        assert record.view is not None
+        view = w._views.get(run_id) if type(run_id) is str else None
+        if view is None or view._state.run is None:
+            w._record(run_id)  # raises: no such run here, or not a run id
+            view = w._views[run_id]
+        record = view._record
         now = w._clock.now()
         plan = plan_batch(
-            record.view,
+            view,
             run_id,
             checked,
             # event_time(now, occurred_at, in_band=in_band), its common cases inlined

@@ -21,6 +21,7 @@ from ._checks import (
 from ._entities import Chunk, ChunkPage, Delivery, Message, StreamInfo
 from ._errors import LeaseLost, StreamClosed
 from ._events import check_stream_name
+from ._facet import WorldFacet
 from ._time import from_micros, to_micros
 
 #: Queue updates may come from a worker's heartbeat thread too (lease renewals).  One
@@ -98,9 +99,11 @@ class StreamBuffer:
     closed: bool = False
 
 
-class _Facet:
+class _Facet(WorldFacet["MemoryWorld"]):
+    """A facet of the MemoryWorld (:mod:`._facet`: it holds its World weakly)."""
+
     def __init__(self, world: MemoryWorld) -> None:
-        self._w = world
+        super().__init__(world)
 
 
 class MemoryQueue(_Facet):

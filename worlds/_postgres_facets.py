@@ -15,6 +15,7 @@ from ._checks import check_limit, decode_run_cursor, encode_run_cursor, normaliz
 from ._entities import HookRecord, RunPage, RunRecord, RunStatus, StepRecord, WaitRecord
 from ._errors import HookNotFound, StepNotFound, WaitNotFound
 from ._events import check_correlation_id, check_run_id
+from ._facet import WorldFacet
 from ._text import check_text, check_token
 
 if TYPE_CHECKING:
@@ -23,9 +24,11 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 
-class _Facet:
+class _Facet(WorldFacet["PostgresWorld"]):
+    """A facet of the PostgresWorld (:mod:`._facet`: it holds its World weakly)."""
+
     def __init__(self, world: PostgresWorld) -> None:
-        self._w = world
+        super().__init__(world)
 
     async def _of_run(self, run_id: str, query: str, args: tuple[Any, ...]) -> list[Any]:
         """The rows ``query`` returns, once the run is known to exist (else RunNotFound)."""

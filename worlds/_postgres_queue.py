@@ -38,6 +38,7 @@ from ._checks import (
 from ._entities import Chunk, ChunkPage, Delivery, Message, StreamInfo
 from ._errors import LeaseLost, StreamClosed, WorldError
 from ._events import check_stream_name
+from ._facet import WorldFacet
 from ._postgres_schema import channel
 from ._time import from_micros, to_micros
 
@@ -80,9 +81,11 @@ def _lease_lost(delivery: Delivery) -> LeaseLost:
     )
 
 
-class _Facet:
+class _Facet(WorldFacet["PostgresWorld"]):
+    """A facet of the PostgresWorld (:mod:`._facet`: it holds its World weakly)."""
+
     def __init__(self, world: PostgresWorld) -> None:
-        self._w = world
+        super().__init__(world)
 
 
 class PostgresQueue(_Facet):

@@ -51,6 +51,7 @@ from ._events import (
     check_correlation_id,
     check_run_id,
 )
+from ._facet import WorldFacet
 from ._guards import plan_batch, plan_create_run, plan_write
 from ._sqlite_view import _AssumedWrong, _View
 from ._text import check_text, check_token
@@ -65,9 +66,11 @@ _STEP_CREATED = EventType.STEP_CREATED
 _batch_result = builder(BatchResult)
 
 
-class _Facet:
+class _Facet(WorldFacet["SQLiteWorld"]):
+    """A facet of the SQLiteWorld (:mod:`._facet`: it holds its World weakly)."""
+
     def __init__(self, world: SQLiteWorld) -> None:
-        self._w = world
+        super().__init__(world)
 
 
 class _Runs(_Facet):

@@ -27,6 +27,7 @@ from ._checks import (
 from ._entities import Chunk, ChunkPage, Delivery, Message, StreamInfo
 from ._errors import LeaseLost, StreamClosed, WorldError
 from ._events import check_stream_name
+from ._facet import WorldFacet
 from ._time import from_micros, to_micros
 
 if TYPE_CHECKING:
@@ -49,9 +50,11 @@ def _message_from_row(row: Sequence[Any]) -> Message:
     )
 
 
-class _Facet:
+class _Facet(WorldFacet["SQLiteWorld"]):
+    """A facet of the SQLiteWorld (:mod:`._facet`: it holds its World weakly)."""
+
     def __init__(self, world: SQLiteWorld) -> None:
-        self._w = world
+        super().__init__(world)
 
 
 class SQLiteQueue(_Facet):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from durasim.worlds import DurasimError
 
@@ -66,23 +66,29 @@ class Decoder:
     def __init__(self, registry: ClassRegistry) -> None:
         self.registry = registry
         self.objs: list[object] = []
-        self._tags: dict[str, Callable[[dict[str, Any], int], Any]] = {
-            "R": self._ref,
-            "i": lambda node, depth: decode_int(node),
-            "F": lambda node, depth: decode_float(node),
-            "t": self.dec_tuple,
-            "s": self._set,
-            "f": self.dec_frozenset,
-            "d": self._dict,
-            "o": self._object,
-            "e": self._enum,
-            "fn": self._function,
-            "x": self._exception,
-        }
 
-    def add_tag(self, tag: str, handler: Callable[[dict[str, Any], int], Any]) -> None:
-        """Teach this decoder one more tag (the frozen-value tags)."""
-        self._tags[tag] = handler
+    #: The method decoding each tag, by name; a subclass adds its own tags.  The
+    #: table of functions (:attr:`_tags`) is the class's, made once per class (a
+    #: table of bound methods on each decoder would tie every decoder into a
+    #: reference cycle with itself, issue 22).
+    _TAGGED: ClassVar[dict[str, str]] = {
+        "R": "_ref",
+        "i": "_int",
+        "F": "_float",
+        "t": "dec_tuple",
+        "s": "_set",
+        "f": "dec_frozenset",
+        "d": "_dict",
+        "o": "_object",
+        "e": "_enum",
+        "fn": "_function",
+        "x": "_exception",
+    }
+    _tags: ClassVar[dict[str, Callable[[Any, dict[str, Any], int], Any]]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._tags = {tag: getattr(cls, name) for tag, name in cls._TAGGED.items()}
 
     def decode(self, tree: Node) -> Any:
         """The value for ``tree``.
@@ -125,7 +131,7 @@ class Decoder:
             return result
         handler = self._tags.get(tag) if type(tag) is str else None
         if handler is not None:
-            return handler(node, depth)
+            return handler(self, node, depth)
         leaf = LEAF_DECODERS.get(tag) if type(tag) is str else None
         if leaf is None:
             raise Malformed(
@@ -137,6 +143,12 @@ class Decoder:
         return value
 
     # -- references and containers -------------------------------------------
+
+    def _int(self, node: dict[str, Any], depth: int) -> int:
+        return decode_int(node)
+
+    def _float(self, node: dict[str, Any], depth: int) -> float:
+        return decode_float(node)
 
     def _ref(self, node: dict[str, Any], depth: int) -> Any:
         index = node.get("i")
@@ -311,3 +323,6 @@ def _build_exception(  # noqa: PLR0917 -- private helper of _exception only
         except Exception:  # noqa: S110 -- a constructor that refuses its args: revive
             pass
     return RevivedError(message, type_name=type_name, original_args=args)
+
+
+Decoder._tags = {tag: getattr(Decoder, name) for tag, name in Decoder._TAGGED.items()}

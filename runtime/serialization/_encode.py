@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from durasim.worlds import DurasimError
 
@@ -214,13 +214,23 @@ class Encoder:
         # frozenset, hook-pair objects, exceptions during their args): meeting one
         # again before it is closed is a cycle the decoder could not rebuild.
         self.open: set[int] = set()
-        self._handlers: dict[type, Callable[[Any, int], Node]] = {
-            list: self._list,
-            dict: self._dict,
-            tuple: self.enc_tuple,
-            set: self._set,
-            frozenset: self.enc_frozenset,
-        }
+
+    #: The method encoding each container type, by name.  The table of functions
+    #: (:attr:`_handlers`) is the class's, made once per class (a subclass's
+    #: overrides included): a table of bound methods on each encoder would tie
+    #: every encoder into a reference cycle with itself (issue 22).
+    _HANDLED: ClassVar[dict[type, str]] = {
+        list: "_list",
+        dict: "_dict",
+        tuple: "enc_tuple",
+        set: "_set",
+        frozenset: "enc_frozenset",
+    }
+    _handlers: ClassVar[dict[type, Callable[[Any, Any, int], Node]]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._handlers = {t: getattr(cls, name) for t, name in cls._HANDLED.items()}
 
     # -- entry ---------------------------------------------------------------
 
@@ -266,7 +276,7 @@ class Encoder:
             raise Refusal(f"nesting deeper than {MAX_DEPTH} levels; flatten the structure", value)
         handler = self._handlers.get(t)
         if handler is not None:
-            return handler(value, depth + 1)
+            return handler(self, value, depth + 1)
         leaf = LEAF_ENCODERS.get(t)
         if leaf is not None:
             try:
@@ -469,3 +479,6 @@ def _dict_segment(value: dict[Any, Any], culprit: object) -> str:
         if k is culprit:
             return f"[<key {i}>]"
     return "[?]"
+
+
+Encoder._handlers = {t: getattr(Encoder, name) for t, name in Encoder._HANDLED.items()}

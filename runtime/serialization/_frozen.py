@@ -319,40 +319,45 @@ class FrozenValues:
     def _index_decoded(self, record: str, decoder: FrozenDecoder) -> None:
         frozen: dict[int, bool] = {}
         known = (self._where,)
-
-        def is_frozen(obj: object) -> bool:
-            t = type(obj)
-            if t in ATOM_TYPES:
-                return True
-            if t in _MUTABLE:  # the common payload wrapper: no registry look-up
-                return False
-            if isinstance(obj, enum.Enum):  # as the encoder judges it (is_frozen_in)
-                entry = self.registry.entry_for_class(t)
-                return entry is not None and entry.kind == "enum"
-            oid = id(obj)
-            if oid in self._where:  # indexed before (a reference or a slice)
-                return True
-            cached = frozen.get(oid)
-            if cached is not None:
-                return cached
-            frozen[oid] = False  # a cycle is never frozen
-            entry = self.registry.entry_for_class(t)
-            if t is tuple or t is frozenset:
-                children: list[object] = list(obj)  # type: ignore[call-overload]
-            elif entry is not None and entry.kind == "fields" and entry.frozen:
-                children = [getattr(obj, name) for name in entry.fields]
-            else:
-                return children_frozen(obj, entry, self.registry, known)
-            result = all(is_frozen(child) for child in children)
-            frozen[oid] = result
-            return result
-
         nodes = [
             (index, obj)
             for index, obj in enumerate(decoder.objs)
-            if type(obj) not in _SKIP and id(obj) not in self._where and is_frozen(obj)
+            if type(obj) not in _SKIP
+            and id(obj) not in self._where
+            and self._decoded_frozen(obj, frozen, known)
         ]
         self._index(record, nodes, decoder.chains)
+
+    # A method, not a closure calling itself: that would be a reference cycle
+    # (function -> cell -> function) made at every record decoded (issue 22).
+    def _decoded_frozen(
+        self, obj: object, frozen: dict[int, bool], known: tuple[dict[int, tuple[str, int]]]
+    ) -> bool:
+        t = type(obj)
+        if t in ATOM_TYPES:
+            return True
+        if t in _MUTABLE:  # the common payload wrapper: no registry look-up
+            return False
+        if isinstance(obj, enum.Enum):  # as the encoder judges it (is_frozen_in)
+            entry = self.registry.entry_for_class(t)
+            return entry is not None and entry.kind == "enum"
+        oid = id(obj)
+        if oid in self._where:  # indexed before (a reference or a slice)
+            return True
+        cached = frozen.get(oid)
+        if cached is not None:
+            return cached
+        frozen[oid] = False  # a cycle is never frozen
+        entry = self.registry.entry_for_class(t)
+        if t is tuple or t is frozenset:
+            children: list[object] = list(obj)  # type: ignore[call-overload]
+        elif entry is not None and entry.kind == "fields" and entry.frozen:
+            children = [getattr(obj, name) for name in entry.fields]
+        else:
+            return children_frozen(obj, entry, self.registry, known)
+        result = all(self._decoded_frozen(child, frozen, known) for child in children)
+        frozen[oid] = result
+        return result
 
     def _read(self, record: str) -> bytes:
         try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Container
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -219,6 +219,8 @@ class FrozenEncoder(Encoder):
 class FrozenDecoder(Decoder):
     """A decoder that resolves ``@`` references and ``t+`` deltas."""
 
+    _TAGGED: ClassVar[dict[str, str]] = {**Decoder._TAGGED, "@": "_stored", "t+": "_delta"}
+
     def __init__(
         self, registry: ClassRegistry, values: FrozenValues, record: str | None, deps: list[str]
     ) -> None:
@@ -227,8 +229,6 @@ class FrozenDecoder(Decoder):
         self.record = record
         self.deps = deps
         self.chains: dict[int, Chain] = {}
-        self.add_tag("@", self._stored)
-        self.add_tag("t+", self._delta)
 
     # A record decoded again (the workflow reading a step output it just stored,
     # a replay) must give back the very objects already indexed for it: frozen
