@@ -78,7 +78,11 @@ def backoff(attempt: int) -> timedelta:
 
 @attrs.frozen
 class StepOutcome:
-    """The event that records how an attempt ended."""
+    """The event that records how an attempt ended.
+
+    ``error``: the attempt's error, carried only while tracing is on, to the span
+    that reports it (see :func:`_for_span`).
+    """
 
     request: EventRequest
     error: BaseException | None = None
@@ -181,9 +185,13 @@ async def _traced(
             payloads=payloads,
         )
         current.set("durasim.outcome", outcome.request.type.value)
-        if outcome.error is not None:
-            current.failed(outcome.error)
-        return outcome
+        if outcome.error is None:
+            return outcome
+        current.failed(outcome.error)
+    # Reported (logged, serialized into the request, on the span): the error goes no
+    # further.  Its traceback's frames reach back (f_back, Python 3.12+) to the caller
+    # holding this outcome: kept, they would tie the run into a reference cycle.
+    return _outcome(request=outcome.request)
 
 
 async def _execute_step(
@@ -366,7 +374,8 @@ def _failed(
     if where is not None:
         _log_attempt(where, correlation_id, error, None, datetime.min)
     return StepOutcome(
-        EventRequest.of("step_failed", correlation_id, error=_error_bytes(error)), error
+        EventRequest.of("step_failed", correlation_id, error=_error_bytes(error)),
+        _for_span(error),
     )
 
 
@@ -388,8 +397,18 @@ def _retry_or_fail(
         EventRequest.of(
             "step_retrying", correlation_id, error=_error_bytes(error), retry_after=retry_after
         ),
-        error,
+        _for_span(error),
     )
+
+
+def _for_span(error: BaseException) -> BaseException | None:
+    """The error an outcome carries: only for the span that reports it (:func:`_traced`).
+
+    Logged and serialized into the request already, it goes no further: on Python
+    3.12+ its traceback's frames keep their callers (``f_back``), and the caller holds
+    the outcome, so a kept error would tie the delivery into a reference cycle.
+    """
+    return error if tracing_enabled() else None
 
 
 def _absolute(retry_after: Any, now: datetime) -> datetime:
