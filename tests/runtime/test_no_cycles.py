@@ -208,7 +208,23 @@ def test_a_dropped_world_and_its_runs_are_freed_without_the_collector(
             gc.collect()
         alive = [r() for r in refs if r() is not None]
         assert not alive, f"{len(alive)} objects outlived their World: {alive[:3]}"
-        assert _durasim_garbage() == []
+        garbage = _durasim_garbage()
+        if scenario in (_suspended, _cancelled) and sys.version_info >= (3, 14):
+            # A replay dropped while its workflow waits: from Python 3.14 the future
+            # the task waited on names the task (asyncio's awaited-by graph) until the
+            # task wakes, which it never does.  That loop, task and future are left to
+            # the collector; the World, its engine and the run's log are not (above).
+            garbage = [name for name in garbage if name not in _DROPPED_WAIT]
+        assert garbage == []
+
+
+#: What a replay dropped mid-wait leaves to the collector on Python 3.14+.
+_DROPPED_WAIT = {
+    "durasim.runtime._loop.WorkflowLoop",
+    "durasim.runtime._loop.WorkflowFuture",
+    "durasim.runtime._loop.WorkflowTask",
+    "durasim.runtime.WorkflowMetadata",
+}
 
 
 def test_runs_on_a_kept_world_leave_nothing_for_the_collector() -> None:
