@@ -484,7 +484,7 @@ class SQLiteWorld:
         params: list[Any] = []
         # For each step the plan changes, the positions of its new input/output/error bytes.
         refs: dict[str, list[Any]] = {}
-        codec.append_events(params, plan.events, plan.before.seq_in_band, refs)
+        codec.append_events(params, plan.events, plan.seq_in_band, refs)
         _write_rows(cur, sql.INSERT_EVENTS, params, codec.EVENT_WIDTH)
         if original is None:
             cur.execute(sql.INSERT_RUN, codec.run_to_row(run))
@@ -514,18 +514,19 @@ class SQLiteWorld:
             db.executemany(sql.UPSERT_WAIT, [codec.wait_to_row(w) for w in plan.waits.values()])
 
     def _unseen(
-        self, db: sqlite3.Connection, run_id: str, seen_seq: int | None, before: Snapshot
+        self, db: sqlite3.Connection, run_id: str, seen_seq: int | None, before: int
     ) -> tuple[Event, ...]:
+        """The events after ``seen_seq`` up to ``before`` (the run's ``seq`` before the write)."""
         if seen_seq is None:
             return ()
         if type(seen_seq) is not int or seen_seq < 0:
             raise InvalidRequest(f"seen_seq must be a non-negative int, got {seen_seq!r}")
-        if seen_seq >= before.seq:
+        if seen_seq >= before:
             return ()
         rows = db.execute(
             f"SELECT {sql.EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? AND seq <= ? "
             "ORDER BY seq",
-            (run_id, seen_seq, before.seq),
+            (run_id, seen_seq, before),
         ).fetchall()
         return tuple(codec.decode_event(*r) for r in rows)
 

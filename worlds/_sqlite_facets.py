@@ -247,7 +247,7 @@ class _Events(_Facet):
                 expected_seq_in_band=expected_seq_in_band,
                 expected_seq=expected_seq,
             )
-            unseen = w._unseen(db, run_id, seen_seq, plan.before) if plan.events else ()
+            unseen = w._unseen(db, run_id, seen_seq, plan.seq) if plan.events else ()
             if plan.events:
                 w._store(db, plan, original=run)
         if plan.events:
@@ -327,7 +327,7 @@ class _Events(_Facet):
                 if view.assumed:
                     raise _AssumedWrong from exc
                 raise
-            unseen = w._unseen(db, run_id, seen_seq, plan.before)
+            unseen = w._unseen(db, run_id, seen_seq, plan.seq)
             w._store(db, plan, original=run, assumed=view.assumed)
         w._known.remember(plan)
         return _batch_result(events=tuple(plan.events), run=plan.run, unseen=unseen)

@@ -77,11 +77,9 @@ class _View:
             ).fetchall()
             self._steps.update({row[1]: codec.step_from_row(row) for row in rows})
 
-    def run(self) -> RunRecord | None:
-        return self._run
-
-    def counters(self) -> Snapshot:
-        return self._counters
+    def head(self) -> tuple[RunRecord | None, int, int]:
+        counters = self._counters
+        return self._run, counters.seq, counters.seq_in_band
 
     def has_step(self, step_id: str) -> bool:
         if step_id in self._steps:
