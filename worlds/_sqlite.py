@@ -453,8 +453,8 @@ class SQLiteWorld:
             raise CorruptedLog(f"run {run_id!r} has a row but no event", run_id=run_id)
         return codec.run_from_row(row), Snapshot(seq=counters[0], seq_in_band=counters[1])
 
-    def _cached_run(self, db: sqlite3.Connection, run_id: str) -> tuple[RunRecord, Snapshot]:
-        """The run and its counters, from the cache when no other connection wrote.
+    def _cached_run(self, db: sqlite3.Connection, run_id: str) -> tuple[RunRecord, int, int]:
+        """The run, its ``seq`` and ``seq_in_band``, from the cache when no other connection wrote.
 
         Only valid inside :meth:`_write`, which drops the cache when the
         database's ``data_version`` moved.
@@ -462,7 +462,8 @@ class SQLiteWorld:
         cached = self._known.run(run_id)
         if cached is not None:
             return cached
-        return self._run_row(db, run_id)
+        run, counters = self._run_row(db, run_id)
+        return run, counters.seq, counters.seq_in_band
 
     def _store(
         self,

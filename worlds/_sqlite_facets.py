@@ -30,7 +30,6 @@ from ._entities import (
     RunPage,
     RunRecord,
     RunStatus,
-    Snapshot,
     StepRecord,
     WaitRecord,
 )
@@ -121,7 +120,7 @@ class _Steps(_Facet):
         check_correlation_id(step_id, what="step id")
         with self._w._read() as db:
             self._w._require_run(db, run_id)
-            step = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).step(step_id)
+            step = _View(db, run_id, None, 0, 0).step(step_id)
         if step is None:
             raise StepNotFound(f"run {run_id!r} has no step {step_id!r}", run_id=run_id)
         return step
@@ -141,7 +140,7 @@ class _Hooks(_Facet):
         check_correlation_id(hook_id, what="hook id")
         with self._w._read() as db:
             self._w._require_run(db, run_id)
-            hook = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).hook(hook_id)
+            hook = _View(db, run_id, None, 0, 0).hook(hook_id)
         if hook is None:
             raise HookNotFound(f"run {run_id!r} has no hook {hook_id!r}", run_id=run_id)
         return hook
@@ -193,7 +192,7 @@ class _Waits(_Facet):
         check_correlation_id(wait_id, what="wait id")
         with self._w._read() as db:
             self._w._require_run(db, run_id)
-            wait = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).wait(wait_id)
+            wait = _View(db, run_id, None, 0, 0).wait(wait_id)
         if wait is None:
             raise WaitNotFound(f"run {run_id!r} has no wait {wait_id!r}", run_id=run_id)
         return wait
@@ -237,9 +236,9 @@ class _Events(_Facet):
             )
         check_run_id(run_id)
         with w._write() as db:
-            run, counters = w._cached_run(db, run_id)
+            run, seq, seq_in_band = w._cached_run(db, run_id)
             plan = plan_write(
-                _View(db, run_id, run, counters, known_steps=w._known.steps(run_id)),
+                _View(db, run_id, run, seq, seq_in_band, known_steps=w._known.steps(run_id)),
                 run_id,
                 request,
                 event_time(w._clock.now(), occurred_at, in_band=in_band),
@@ -301,8 +300,8 @@ class _Events(_Facet):
         """
         w = self._w
         with w._write() as db:
-            run, counters = w._cached_run(db, run_id)
-            view = _View(db, run_id, run, counters, known_steps=w._known.steps(run_id))
+            run, seq, seq_in_band = w._cached_run(db, run_id)
+            view = _View(db, run_id, run, seq, seq_in_band, known_steps=w._known.steps(run_id))
             step_ids: list[str | None] = []
             created: list[str | None] = []
             for request in checked:
