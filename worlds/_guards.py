@@ -755,23 +755,9 @@ def plan_batch(
                     run_id=run_id,
                 )
             entities[cid] = request.type
-    # _start_plan(view, run_id), inlined
-    run, seq, seq_in_band = view.head()
-    if run is None:
-        raise RunNotFound(
-            f"run {run_id!r} does not exist: create it with run_created first", run_id=run_id
-        )
-    plan = _new_plan(
-        run=run,
-        seq=seq,
-        seq_in_band=seq_in_band,
-        seq_after=seq,
-        seq_in_band_after=seq_in_band,
-        events=[],
-        steps={},
-        hooks={},
-        waits={},
-    )
+    plan = _start_plan(view, run_id)
+    seq = plan.seq
+    seq_in_band = plan.seq_in_band
     # An in-band write at the very count it expects passes both checks (an int equal
     # to a count is a non-negative int): only any other one is checked in full.
     if not (in_band and type(expected_seq_in_band) is int and expected_seq_in_band == seq_in_band):
