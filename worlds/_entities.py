@@ -431,7 +431,9 @@ _copier = evolver
 # The assignment raises the audit event ``object.__setattr__``: with an audit hook
 # installed (the runtime's sandbox has one) each costs a Python call, about 2,700
 # instructions.  So only a record of many fields gains: the StepRecord (14 fields,
-# 12,400 instructions through ``_build``, 7,500 this way with that hook, 4,700 without).
+# 12,400 instructions through ``_build``, 7,500 this way with that hook, 4,700 without),
+# and the Event (7 fields, a builder call of 8,200 through ``_build``, 7,400 this way
+# with that hook, 4,600 without; three a step).
 
 
 def twin(cls: type) -> type:
@@ -454,14 +456,14 @@ def twin(cls: type) -> type:
     return made
 
 
-def _twin_fields(cls: type) -> list[attrs.Attribute[Any]]:
+def _twin_fields(cls: type, *, converted: bool = False) -> list[attrs.Attribute[Any]]:
     fields = list(attrs.fields(cls))
     # Every slot a field (no hidden one ``__init__`` would fill, such as a cached hash).
     slots = set(cls.__dict__.get("__slots__", ())) - {"__weakref__"}
     if slots != {a.name for a in fields}:
         raise TypeError(f"{cls.__name__}: slots besides its fields: {sorted(slots)}")
     for a in fields:
-        if not a.init or a.validator or a.converter or a.alias != a.name:
+        if not a.init or a.validator or (a.converter and not converted) or a.alias != a.name:
             raise TypeError(f"{cls.__name__}.{a.name}: not a plain field")
     return fields
 
@@ -477,13 +479,15 @@ def _twin_compile(
     return namespace[name]  # type: ignore[no-any-return]
 
 
-def twin_builder(cls: Callable[..., _E]) -> Callable[..., _E]:
+def twin_builder(cls: Callable[..., _E], *, converted: bool = False) -> Callable[..., _E]:
     """``build(**fields)``: what ``cls(**fields)`` builds, through the twin.
 
     Keyword-only like the class; a field with a plain default may be left out, one
-    with a factory must be given.
+    with a factory must be given.  With ``converted`` a field may have a converter,
+    which does not run (as with :func:`._build.builder`): the caller passes every
+    value in its converted form already (the guards' ``Event.data``, a ``Payload``).
     """
-    fields = _twin_fields(cls)  # type: ignore[arg-type]
+    fields = _twin_fields(cls, converted=converted)  # type: ignore[arg-type]
     params = []
     defaults: dict[str, Any] = {}
     for a in fields:

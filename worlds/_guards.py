@@ -70,9 +70,10 @@ __all__ = [
 
 T = Types
 
-# Events are built field by field, as attrs would (frozen: each set once, at birth):
-# every value is already of its field's type, so the ``data`` converter has nothing to do.
-_event = builder(Event)
+# Events are built through their twin (see ``_entities.twin``), as attrs would build them
+# (frozen: each field set once, before the event is seen): every value is already of its
+# field's type, so the ``data`` converter has nothing to do.
+_event = twin_builder(Event, converted=True)
 _snapshot = builder(Snapshot)
 #: A step through its twin (see ``_entities.twin``): 14 fields.
 _new_step = twin_builder(StepRecord)
@@ -109,12 +110,12 @@ class StateView(Protocol):
     correlation id within the run; tokens are global across runs.
     """
 
-    def run(self) -> RunRecord | None:
-        """The run, or ``None`` if it does not exist."""
-        ...
+    def head(self) -> tuple[RunRecord | None, int, int]:
+        """The run (``None`` if it does not exist), its ``seq`` and its ``seq_in_band``.
 
-    def counters(self) -> Snapshot:
-        """The run's ``seq`` and ``seq_in_band`` (0, 0 before creation)."""
+        The counters are 0, 0 before creation.  One call, plain ints: the guards read
+        all three for every write, and a :class:`Snapshot` is built only when asked for.
+        """
         ...
 
     def step(self, step_id: str) -> StepRecord | None:
@@ -158,17 +159,33 @@ class Plan:
     an earlier event (a duplicate resume); ``events`` is empty and
     ``canonical`` ``None`` when it appends nothing at all (a second
     ``run_started``, a repeated ``run_cancelled``).
+
+    The run's counters before and after the plan are plain ints (``seq``,
+    ``seq_in_band``; ``seq_after``, ``seq_in_band_after``); :attr:`before` and
+    :attr:`after` give them as a :class:`Snapshot`, built when asked for.
     """
 
     run: RunRecord
-    before: Snapshot
-    after: Snapshot
+    seq: int
+    seq_in_band: int
+    seq_after: int
+    seq_in_band_after: int
     events: list[Event] = attrs.field(factory=list)
     steps: dict[str, StepRecord] = attrs.field(factory=dict)
     hooks: dict[str, HookRecord] = attrs.field(factory=dict)
     waits: dict[str, WaitRecord] = attrs.field(factory=dict)
     canonical: Event | None = None
     touched: StepRecord | HookRecord | WaitRecord | None = None
+
+    @property
+    def before(self) -> Snapshot:
+        """The run's counters before the plan."""
+        return _snapshot(seq=self.seq, seq_in_band=self.seq_in_band)
+
+    @property
+    def after(self) -> Snapshot:
+        """The run's counters once the plan's events are appended."""
+        return _snapshot(seq=self.seq_after, seq_in_band=self.seq_in_band_after)
 
     def result(self, unseen: tuple[Event, ...]) -> EventResult:
         """The answer to the single write this plan decided."""
@@ -222,7 +239,7 @@ class _Overlay:
 
 
 def _check_fence(
-    run_id: str, before: Snapshot, *, in_band: bool, expected_seq_in_band: int | None
+    run_id: str, seq: int, seq_in_band: int, *, in_band: bool, expected_seq_in_band: int | None
 ) -> None:
     if in_band:
         if expected_seq_in_band is None:
@@ -238,14 +255,14 @@ def _check_fence(
                 f"non-negative int, got {expected_seq_in_band!r}",
                 run_id=run_id,
             )
-        if expected_seq_in_band != before.seq_in_band:
+        if expected_seq_in_band != seq_in_band:
             raise InBandSuperseded(
                 f"run {run_id!r}: in-band write expected seq_in_band={expected_seq_in_band} "
-                f"but the log is at {before.seq_in_band} (seq={before.seq}); another "
+                f"but the log is at {seq_in_band} (seq={seq}); another "
                 "orchestrator invocation owns the run: stop writing and let the queue redeliver",
                 run_id=run_id,
-                seq=before.seq,
-                seq_in_band=before.seq_in_band,
+                seq=seq,
+                seq_in_band=seq_in_band,
             )
     elif expected_seq_in_band is not None:
         raise InvalidRequest(
@@ -341,7 +358,7 @@ def _plan_step_created(
     if cid in steps or view.has_step(cid):
         raise EntityConflict(f"run {run_id!r}: step {cid!r} already exists", run_id=run_id)
     events = plan.events
-    seq = plan.before.seq + len(events) + 1
+    seq = plan.seq + len(events) + 1
     data = request.data
     event = _event(
         run_id=run_id,
@@ -440,7 +457,7 @@ def _plan_step_change(
     events = plan.events
     event = _event(
         run_id=run_id,
-        seq=plan.before.seq + len(events) + 1,
+        seq=plan.seq + len(events) + 1,
         type=kind,
         created_at=at,
         correlation_id=cid,
@@ -453,27 +470,8 @@ def _plan_step_change(
     plan.touched = changed
 
 
-#: The outcomes :func:`_plan_outcome_and_start` plans ahead of a new running step.
+#: The outcomes :func:`plan_batch` plans ahead of a new running step without its loop.
 _OUTCOMES = frozenset({T.STEP_COMPLETED, T.STEP_FAILED, T.STEP_RETRYING})
-
-
-def _plan_outcome_and_start(
-    view: StateView,
-    plan: Plan,
-    requests: Sequence[EventRequest],
-    at: datetime,
-    in_band: bool,
-) -> None:
-    """:func:`_plan_step_change` for ``outcome``, then :func:`_plan_step_created` of
-    ``created`` with its ``step_started``: the batch a runtime writes every step.
-
-    ``requests`` is ``outcome, created, started``; :func:`plan_batch` checked that
-    ``outcome`` is a step's completion, failure or retry and that ``created`` names
-    another step.  Each refusal lives in the planner it belongs to, once.
-    """
-    outcome, created, started = requests
-    _plan_step_change(view, plan, outcome, at, in_band)
-    _plan_step_created(view, plan, created, at, in_band, started=started)
 
 
 #: The hot event types, each planned by a function of its own (no dispatch on the
@@ -528,7 +526,7 @@ def _plan_one(
             return  # tolerated: cancelling a cancelled run appends nothing
         _refuse_on_terminal_run(run, request)
 
-    seq = plan.before.seq + len(plan.events) + 1
+    seq = plan.seq + len(plan.events) + 1
     data: Payload | None = None
     type_: EventType | None = None
     step = hook = wait = None
@@ -642,42 +640,46 @@ def plan_create_run(
     event = _new_event(run_id, 1, request, at, in_band=True)
     run, _, _, _ = apply(event, run=None)
     assert run is not None
-    return Plan(
-        run=run,
-        before=Snapshot(seq=0, seq_in_band=0),
-        after=Snapshot(seq=1, seq_in_band=1),
-        events=[event],
-    )
+    return Plan(run=run, seq=0, seq_in_band=0, seq_after=1, seq_in_band_after=1, events=[event])
 
 
 _new_plan = builder(Plan)
 
 
 def _start_plan(view: StateView, run_id: str) -> Plan:
-    run = view.run()
+    run, seq, seq_in_band = view.head()
     if run is None:
         raise RunNotFound(
             f"run {run_id!r} does not exist: create it with run_created first", run_id=run_id
         )
-    before = view.counters()
-    # ``Plan(run=run, before=before, after=before)`` without attrs' __init__ (its
-    # factories are calls): the builder takes every field, so a new one cannot be missed.
-    return _new_plan(run=run, before=before, after=before, events=[], steps={}, hooks={}, waits={})
+    # ``Plan(run=run, seq=seq, ...)`` without attrs' __init__ (its factories are
+    # calls): the builder takes every field, so a new one cannot be missed.
+    return _new_plan(
+        run=run,
+        seq=seq,
+        seq_in_band=seq_in_band,
+        seq_after=seq,
+        seq_in_band_after=seq_in_band,
+        events=[],
+        steps={},
+        hooks={},
+        waits={},
+    )
 
 
-def _check_expected_seq(run_id: str, before: Snapshot, expected_seq: int | None) -> None:
+def _check_expected_seq(run_id: str, seq: int, expected_seq: int | None) -> None:
     if expected_seq is None:
         return
     if type(expected_seq) is not int or expected_seq < 0:
         raise InvalidRequest(
             f"expected_seq must be a non-negative int, got {expected_seq!r}", run_id=run_id
         )
-    if expected_seq != before.seq:
+    if expected_seq != seq:
         raise StaleView(
             f"run {run_id!r}: the write expected the log at #{expected_seq} but it is at "
-            f"#{before.seq}; reload the log and decide again",
+            f"#{seq}; reload the log and decide again",
             run_id=run_id,
-            seq=before.seq,
+            seq=seq,
         )
 
 
@@ -693,8 +695,14 @@ def plan_write(
 ) -> Plan:
     """Decide one write to an existing run (not ``run_created``)."""
     plan = _start_plan(view, run_id)
-    _check_fence(run_id, plan.before, in_band=in_band, expected_seq_in_band=expected_seq_in_band)
-    _check_expected_seq(run_id, plan.before, expected_seq)
+    _check_fence(
+        run_id,
+        plan.seq,
+        plan.seq_in_band,
+        in_band=in_band,
+        expected_seq_in_band=expected_seq_in_band,
+    )
+    _check_expected_seq(run_id, plan.seq, expected_seq)
     _plan_one(_Overlay(view, plan), plan, request, at, in_band=in_band, in_batch=False)
     _close(plan, in_band=in_band)
     return plan
@@ -747,33 +755,27 @@ def plan_batch(
                     run_id=run_id,
                 )
             entities[cid] = request.type
-    if common:  # _start_plan(view, run_id), inlined
-        run = view.run()
-        if run is None:
-            raise RunNotFound(
-                f"run {run_id!r} does not exist: create it with run_created first", run_id=run_id
-            )
-        before = view.counters()
-        plan = _new_plan(
-            run=run, before=before, after=before, events=[], steps={}, hooks={}, waits={}
-        )
-    else:
-        plan = _start_plan(view, run_id)
-        before = plan.before
+    plan = _start_plan(view, run_id)
+    seq = plan.seq
+    seq_in_band = plan.seq_in_band
     # An in-band write at the very count it expects passes both checks (an int equal
     # to a count is a non-negative int): only any other one is checked in full.
-    if not (
-        in_band and type(expected_seq_in_band) is int and expected_seq_in_band == before.seq_in_band
-    ):
-        _check_fence(run_id, before, in_band=in_band, expected_seq_in_band=expected_seq_in_band)
-    if expected_seq is not None and not (type(expected_seq) is int and expected_seq == before.seq):
-        _check_expected_seq(run_id, before, expected_seq)
-    if common:
-        _plan_outcome_and_start(view, plan, requests, at, in_band)
-        # _close(plan, in_band=in_band), inlined: three events added
-        plan.after = _snapshot(
-            seq=before.seq + 3, seq_in_band=before.seq_in_band + (3 if in_band else 0)
+    if not (in_band and type(expected_seq_in_band) is int and expected_seq_in_band == seq_in_band):
+        _check_fence(
+            run_id, seq, seq_in_band, in_band=in_band, expected_seq_in_band=expected_seq_in_band
         )
+    if expected_seq is not None and not (type(expected_seq) is int and expected_seq == seq):
+        _check_expected_seq(run_id, seq, expected_seq)
+    if common:
+        # The runtime's batch every step: _plan_step_change for the outcome, then
+        # _plan_step_created of the new step with its step_started (the checks above
+        # made sure the outcome is a step's completion, failure or retry and that the
+        # new step is another one).  Each refusal lives in the planner it belongs to, once.
+        _plan_step_change(view, plan, outcome, at, in_band)
+        _plan_step_created(view, plan, created, at, in_band, started=started)
+        # _close(plan, in_band=in_band), inlined: three events added
+        plan.seq_after = seq + 3
+        plan.seq_in_band_after = seq_in_band + 3 if in_band else seq_in_band
         return plan
     overlay = _Overlay(view, plan)
     events = plan.events
@@ -810,10 +812,8 @@ def plan_batch(
 
 
 def _close(plan: Plan, *, in_band: bool) -> None:
-    """Set ``plan.after``: the counters once the plan's events are appended."""
+    """Set ``plan.seq_after`` and ``plan.seq_in_band_after``: the counters once the
+    plan's events are appended."""
     added = len(plan.events)
-    if added:
-        before = plan.before
-        plan.after = _snapshot(
-            seq=before.seq + added, seq_in_band=before.seq_in_band + (added if in_band else 0)
-        )
+    plan.seq_after = plan.seq + added
+    plan.seq_in_band_after = plan.seq_in_band + (added if in_band else 0)

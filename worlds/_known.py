@@ -13,7 +13,7 @@ first.
 
 from __future__ import annotations
 
-from ._entities import RunRecord, Snapshot, StepRecord
+from ._entities import RunRecord, StepRecord
 from ._guards import Plan
 
 __all__ = ["KnownRuns"]
@@ -25,11 +25,11 @@ class KnownRuns:
     def __init__(self, *, runs: int, step_runs: int) -> None:
         self._max_runs = runs
         self._max_step_runs = step_runs
-        self._runs: dict[str, tuple[RunRecord, Snapshot]] = {}
+        self._runs: dict[str, tuple[RunRecord, int, int]] = {}
         self._steps: dict[str, dict[str, StepRecord]] = {}
 
-    def run(self, run_id: str) -> tuple[RunRecord, Snapshot] | None:
-        """The run and its counters as last written here, if remembered."""
+    def run(self, run_id: str) -> tuple[RunRecord, int, int] | None:
+        """The run, its ``seq`` and its ``seq_in_band`` as last written here, if remembered."""
         return self._runs.get(run_id)
 
     def steps(self, run_id: str) -> dict[str, StepRecord] | None:
@@ -40,7 +40,7 @@ class KnownRuns:
         """Take in a committed plan (call after COMMIT, before anyone else writes the run)."""
         run_id = plan.run.run_id
         runs = self._runs
-        runs[run_id] = (plan.run, plan.after)
+        runs[run_id] = (plan.run, plan.seq_after, plan.seq_in_band_after)
         if len(runs) > self._max_runs:
             del runs[next(iter(runs))]
         if not plan.steps:

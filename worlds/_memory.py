@@ -66,7 +66,6 @@ from ._time import Clock, IdSource, RandomIds, SystemClock
 __all__ = ["MemoryWorld"]
 
 
-_EMPTY = Snapshot(seq=0, seq_in_band=0)
 _batch_result = builder(BatchResult)
 
 
@@ -74,8 +73,6 @@ _batch_result = builder(BatchResult)
 class _RunRecord:
     state: FoldedRun
     events: list[Event] = attrs.field(factory=list)
-    #: ``state.seq`` and ``state.seq_in_band`` as the Snapshot the last write planned.
-    counters: Snapshot = _EMPTY
 
 
 class _View:
@@ -94,11 +91,9 @@ class _View:
         self._state = state
         self._steps = state.steps
 
-    def run(self) -> RunRecord | None:
-        return self._state.run
-
-    def counters(self) -> Snapshot:
-        return self._record.counters
+    def head(self) -> tuple[RunRecord | None, int, int]:
+        state = self._state
+        return state.run, state.seq, state.seq_in_band
 
     # Methods, not the steps dict's bound methods: ``copy.deepcopy`` keeps a builtin
     # method as it is, so a copied World's view would read the original's steps (the
@@ -213,8 +208,8 @@ class MemoryWorld:
             state.steps.update(plan.steps)
         if plan.waits:
             state.waits.update(plan.waits)
-        after = record.counters = plan.after
-        state.seq, state.seq_in_band = after.seq, after.seq_in_band
+        state.seq = plan.seq_after
+        state.seq_in_band = plan.seq_in_band_after
         if not plan.hooks:
             return  # every hook_received changes its hook: no resume id to record either
         state.hooks.update(plan.hooks)
@@ -228,15 +223,15 @@ class MemoryWorld:
             elif self._tokens.get(hook.token) == (hook.run_id, hook.hook_id):
                 del self._tokens[hook.token]
 
-    def _unseen(self, run_id: str, seen_seq: int | None, before: Snapshot) -> tuple[Event, ...]:
+    def _unseen(self, run_id: str, seen_seq: int | None, before: int) -> tuple[Event, ...]:
         if seen_seq is None:
             return ()
         # Type first: a str would raise TypeError below, a float past the log pass unchecked.
         if type(seen_seq) is not int or seen_seq < 0:
             raise InvalidRequest(f"seen_seq must be a non-negative int, got {seen_seq!r}")
-        if seen_seq >= before.seq:
+        if seen_seq >= before:
             return ()
-        return tuple(self._runs[run_id].events[seen_seq : before.seq])
+        return tuple(self._runs[run_id].events[seen_seq:before])
 
     def _check(self) -> None:
         """Assert the internal invariants (property tests call this after every rule)."""
@@ -247,9 +242,6 @@ class MemoryWorld:
             assert [e.seq for e in record.events] == list(range(1, len(record.events) + 1))
             assert record.state.seq == len(record.events)
             assert record.state.seq_in_band == sum(e.in_band for e in record.events)
-            assert record.counters == Snapshot(
-                seq=record.state.seq, seq_in_band=record.state.seq_in_band
-            )
             view = self._views[run_id]
             assert view._record is record
             assert view._state is record.state
@@ -279,11 +271,7 @@ class MemoryWorld:
         taken = {h.token for h in state.hooks.values() if h.status is HookStatuses.ACTIVE}
         if taken & self._tokens.keys():
             raise InvalidRequest(f"tokens {sorted(taken & self._tokens.keys())} are held")
-        record = _RunRecord(
-            state=state,
-            events=list(events),
-            counters=Snapshot(seq=state.seq, seq_in_band=state.seq_in_band),
-        )
+        record = _RunRecord(state=state, events=list(events))
         self._runs[run_id] = record
         self._views[run_id] = _View(self, record)
         for hook in state.hooks.values():
@@ -430,7 +418,7 @@ class _Events(_Facet):
             expected_seq_in_band=expected_seq_in_band,
             expected_seq=expected_seq,
         )
-        unseen = w._unseen(run_id, seen_seq, plan.before) if plan.events else ()
+        unseen = w._unseen(run_id, seen_seq, plan.seq) if plan.events else ()
         w._store(run_id, plan)
         return plan.result(unseen)
 
@@ -482,10 +470,10 @@ class _Events(_Facet):
             expected_seq=expected_seq,
         )
         # w._unseen(...), its common case inlined: a writer that has seen the whole log
-        before = plan.before
+        before = plan.seq
         unseen = (
             ()
-            if seen_seq is None or (type(seen_seq) is int and seen_seq >= before.seq)
+            if seen_seq is None or (type(seen_seq) is int and seen_seq >= before)
             else w._unseen(run_id, seen_seq, before)
         )
         if plan.hooks or plan.waits:
@@ -497,8 +485,8 @@ class _Events(_Facet):
             state.run = plan.run
             if plan.steps:
                 state.steps.update(plan.steps)
-            after = record.counters = plan.after
-            state.seq, state.seq_in_band = after.seq, after.seq_in_band
+            state.seq = plan.seq_after
+            state.seq_in_band = plan.seq_in_band_after
         return _batch_result(events=tuple(plan.events), run=plan.run, unseen=unseen)
 
     async def get(self, run_id: str, seq: int) -> Event:

@@ -454,7 +454,8 @@ class _Events(_Facet):
         """Under the run's row lock: forget the run if the remembered counters are not its own."""
         run = view.run()
         known = self._w._known.run(run.run_id) if run is not None else None
-        if known is not None and known[1] != view.counters():
+        counters = view.counters()
+        if known is not None and known[1:] != (counters.seq, counters.seq_in_band):
             self._w._known.forget(known[0].run_id)
 
     async def _fast_batch(
@@ -507,9 +508,10 @@ class _Events(_Facet):
         known = self._w._known.run(run_id)
         if known is None:
             return None
-        run, counters = known
-        if seen_seq is not None and (type(seen_seq) is not int or seen_seq < counters.seq):
+        run, seq, seq_in_band = known
+        if seen_seq is not None and (type(seen_seq) is not int or seen_seq < seq):
             return None
+        counters = Snapshot(seq=seq, seq_in_band=seq_in_band)
         memory = self._w._known
         view = _KnownView(
             run, counters, memory.steps(run_id), memory.hooks(run_id), memory.waits(run_id)

@@ -54,6 +54,10 @@ class _RunView:
     def counters(self) -> Snapshot:
         return self._counters
 
+    def head(self) -> tuple[RunRecord | None, int, int]:
+        counters = self._counters
+        return self._run, counters.seq, counters.seq_in_band
+
     def step(self, step_id: str) -> StepRecord | None:
         raise NotImplementedError
 

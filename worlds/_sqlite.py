@@ -453,8 +453,8 @@ class SQLiteWorld:
             raise CorruptedLog(f"run {run_id!r} has a row but no event", run_id=run_id)
         return codec.run_from_row(row), Snapshot(seq=counters[0], seq_in_band=counters[1])
 
-    def _cached_run(self, db: sqlite3.Connection, run_id: str) -> tuple[RunRecord, Snapshot]:
-        """The run and its counters, from the cache when no other connection wrote.
+    def _cached_run(self, db: sqlite3.Connection, run_id: str) -> tuple[RunRecord, int, int]:
+        """The run, its ``seq`` and ``seq_in_band``, from the cache when no other connection wrote.
 
         Only valid inside :meth:`_write`, which drops the cache when the
         database's ``data_version`` moved.
@@ -462,7 +462,8 @@ class SQLiteWorld:
         cached = self._known.run(run_id)
         if cached is not None:
             return cached
-        return self._run_row(db, run_id)
+        run, counters = self._run_row(db, run_id)
+        return run, counters.seq, counters.seq_in_band
 
     def _store(
         self,
@@ -484,7 +485,7 @@ class SQLiteWorld:
         params: list[Any] = []
         # For each step the plan changes, the positions of its new input/output/error bytes.
         refs: dict[str, list[Any]] = {}
-        codec.append_events(params, plan.events, plan.before.seq_in_band, refs)
+        codec.append_events(params, plan.events, plan.seq_in_band, refs)
         _write_rows(cur, sql.INSERT_EVENTS, params, codec.EVENT_WIDTH)
         if original is None:
             cur.execute(sql.INSERT_RUN, codec.run_to_row(run))
@@ -514,18 +515,19 @@ class SQLiteWorld:
             db.executemany(sql.UPSERT_WAIT, [codec.wait_to_row(w) for w in plan.waits.values()])
 
     def _unseen(
-        self, db: sqlite3.Connection, run_id: str, seen_seq: int | None, before: Snapshot
+        self, db: sqlite3.Connection, run_id: str, seen_seq: int | None, before: int
     ) -> tuple[Event, ...]:
+        """The events after ``seen_seq`` up to ``before`` (the run's ``seq`` before the write)."""
         if seen_seq is None:
             return ()
         if type(seen_seq) is not int or seen_seq < 0:
             raise InvalidRequest(f"seen_seq must be a non-negative int, got {seen_seq!r}")
-        if seen_seq >= before.seq:
+        if seen_seq >= before:
             return ()
         rows = db.execute(
             f"SELECT {sql.EVENT_COLUMNS} FROM events WHERE run_id = ? AND seq > ? AND seq <= ? "
             "ORDER BY seq",
-            (run_id, seen_seq, before.seq),
+            (run_id, seen_seq, before),
         ).fetchall()
         return tuple(codec.decode_event(*r) for r in rows)
 

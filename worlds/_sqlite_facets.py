@@ -30,7 +30,6 @@ from ._entities import (
     RunPage,
     RunRecord,
     RunStatus,
-    Snapshot,
     StepRecord,
     WaitRecord,
 )
@@ -124,7 +123,7 @@ class _Steps(_Facet):
         check_correlation_id(step_id, what="step id")
         with self._w._read() as db:
             self._w._require_run(db, run_id)
-            step = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).step(step_id)
+            step = _View(db, run_id, None, 0, 0).step(step_id)
         if step is None:
             raise StepNotFound(f"run {run_id!r} has no step {step_id!r}", run_id=run_id)
         return step
@@ -144,7 +143,7 @@ class _Hooks(_Facet):
         check_correlation_id(hook_id, what="hook id")
         with self._w._read() as db:
             self._w._require_run(db, run_id)
-            hook = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).hook(hook_id)
+            hook = _View(db, run_id, None, 0, 0).hook(hook_id)
         if hook is None:
             raise HookNotFound(f"run {run_id!r} has no hook {hook_id!r}", run_id=run_id)
         return hook
@@ -196,7 +195,7 @@ class _Waits(_Facet):
         check_correlation_id(wait_id, what="wait id")
         with self._w._read() as db:
             self._w._require_run(db, run_id)
-            wait = _View(db, run_id, None, Snapshot(seq=0, seq_in_band=0)).wait(wait_id)
+            wait = _View(db, run_id, None, 0, 0).wait(wait_id)
         if wait is None:
             raise WaitNotFound(f"run {run_id!r} has no wait {wait_id!r}", run_id=run_id)
         return wait
@@ -240,9 +239,9 @@ class _Events(_Facet):
             )
         check_run_id(run_id)
         with w._write() as db:
-            run, counters = w._cached_run(db, run_id)
+            run, seq, seq_in_band = w._cached_run(db, run_id)
             plan = plan_write(
-                _View(db, run_id, run, counters, known_steps=w._known.steps(run_id)),
+                _View(db, run_id, run, seq, seq_in_band, known_steps=w._known.steps(run_id)),
                 run_id,
                 request,
                 event_time(w._clock.now(), occurred_at, in_band=in_band),
@@ -250,7 +249,7 @@ class _Events(_Facet):
                 expected_seq_in_band=expected_seq_in_band,
                 expected_seq=expected_seq,
             )
-            unseen = w._unseen(db, run_id, seen_seq, plan.before) if plan.events else ()
+            unseen = w._unseen(db, run_id, seen_seq, plan.seq) if plan.events else ()
             if plan.events:
                 w._store(db, plan, original=run)
         if plan.events:
@@ -304,8 +303,8 @@ class _Events(_Facet):
         """
         w = self._w
         with w._write() as db:
-            run, counters = w._cached_run(db, run_id)
-            view = _View(db, run_id, run, counters, known_steps=w._known.steps(run_id))
+            run, seq, seq_in_band = w._cached_run(db, run_id)
+            view = _View(db, run_id, run, seq, seq_in_band, known_steps=w._known.steps(run_id))
             step_ids: list[str | None] = []
             created: list[str | None] = []
             for request in checked:
@@ -330,7 +329,7 @@ class _Events(_Facet):
                 if view.assumed:
                     raise _AssumedWrong from exc
                 raise
-            unseen = w._unseen(db, run_id, seen_seq, plan.before)
+            unseen = w._unseen(db, run_id, seen_seq, plan.seq)
             w._store(db, plan, original=run, assumed=view.assumed)
         w._known.remember(plan)
         return _batch_result(events=tuple(plan.events), run=plan.run, unseen=unseen)

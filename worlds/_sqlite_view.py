@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 
 from . import _sqlite_codec as codec
-from ._entities import HookRecord, RunRecord, Snapshot, StepRecord, WaitRecord
+from ._entities import HookRecord, RunRecord, StepRecord, WaitRecord
 from ._events import Event
 
 __all__: list[str] = []
@@ -24,14 +24,14 @@ class _View:
         db: sqlite3.Connection,
         run_id: str,
         run: RunRecord | None,
-        counters: Snapshot,
+        seq: int,
+        seq_in_band: int,
         *,
         known_steps: Mapping[str, StepRecord] | None = None,
     ) -> None:
         self._db = db
         self._run_id = run_id
-        self._run = run
-        self._counters = counters
+        self._head = (run, seq, seq_in_band)
         # Steps as this connection last wrote them (valid: see SQLiteWorld._known).
         self._steps: dict[str, StepRecord | None] = dict(known_steps) if known_steps else {}
         #: Steps taken as absent without a read (:meth:`assume_new`).
@@ -77,11 +77,8 @@ class _View:
             ).fetchall()
             self._steps.update({row[1]: codec.step_from_row(row) for row in rows})
 
-    def run(self) -> RunRecord | None:
-        return self._run
-
-    def counters(self) -> Snapshot:
-        return self._counters
+    def head(self) -> tuple[RunRecord | None, int, int]:
+        return self._head
 
     def has_step(self, step_id: str) -> bool:
         if step_id in self._steps:

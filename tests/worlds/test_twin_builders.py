@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durasim.worlds import StepRecord, StepStatus
+from durasim.worlds import StepRecord, StepStatus, _guards
 from durasim.worlds._entities import Snapshot, twin, twin_builder, twin_copier
-from durasim.worlds._events import Event, EventRequest
+from durasim.worlds._events import Event, EventRequest, EventType
 from durasim.worlds._fold import STEP_CHANGES
 
 _times = st.datetimes(
@@ -70,6 +70,25 @@ def _same(built: Any, expected: Any) -> None:
 @given(_steps)
 def test_builder_builds_what_init_builds(step: StepRecord) -> None:
     _same(_build_step(**_fields(step)), step)
+
+
+_events = st.builds(
+    Event,
+    run_id=_text,
+    seq=st.integers(1, 10**6),
+    type=st.sampled_from(EventType),
+    created_at=_times,
+    correlation_id=st.none() | _text,
+    in_band=st.booleans(),
+    data=st.dictionaries(st.sampled_from(["result", "input", "attempt"]), st.binary(max_size=4)),
+)
+
+
+@given(_events)
+def test_event_builder_builds_what_init_builds(event: Event) -> None:
+    """The guards' event builder (a twin; ``data`` passed as the Payload it converts to)."""
+    _same(twin_builder(Event, converted=True)(**_fields(event)), event)
+    _same(_guards._event(**_fields(event)), event)
 
 
 def test_builder_defaults_are_the_class_defaults() -> None:
@@ -156,7 +175,7 @@ def test_twin_never_escapes_and_is_refused_for_other_classes() -> None:
     with pytest.raises(TypeError, match="not a plain field"):
         twin_builder(EventRequest)  # its _validated is not an __init__ argument
     with pytest.raises(TypeError, match="not a plain field"):
-        twin_builder(Event)  # its data has a converter
+        twin_builder(Event)  # its data has a converter (converted=True: the caller's job)
     with pytest.raises(TypeError, match="no field"):
         twin_copier(Snapshot, "nope")
 
