@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import logging
 import threading
+import traceback
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -177,6 +178,7 @@ class Engine:
                 self, run_id, limits, report, attempt=attempt, min_seq=min_seq, versions=versions
             )
         except Superseded as exc:
+            _let_go(exc)
             log.info("run %s: this delivery was superseded (%s); stopping", run_id, exc)
             report.status = DeliveryStatus.SUPERSEDED
             # Another delivery may own the run, or this one read a stale prefix and
@@ -186,6 +188,7 @@ class Engine:
             key = f"superseded:{run_id}:{seen}"
             await enqueue_wake(world, run_id, key=key, delay=1.0, seq=seen)
         except ReplayDivergence as exc:
+            _let_go(exc)
             # Met while feeding this delivery's own writes to the live replay.
             log.warning("%s", exc)
             report.divergences += 1
@@ -333,6 +336,17 @@ class Engine:
                 )
             return Handled(settle(None, attempt), error=exc)
         return Handled(settle(report, attempt), report=report)
+
+
+def _let_go(error: BaseException) -> None:
+    """Clear the locals of the frames ``error`` left (the delivery it ended, which has exited).
+
+    Those frames hold what raised it (the step task whose result re-raised it, the
+    replay, the writer) and the traceback holds the frames: without this, every
+    delivery ended early would wait for the cyclic collector.  Only frames that have
+    exited are cleared (the one handling ``error`` is still running: left alone).
+    """
+    traceback.clear_frames(error.__traceback__)
 
 
 def engine_for(world: World) -> Engine:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -153,24 +154,27 @@ class Scheduler:
         self.choices = choices
         self.limits = limits
         self.loop = take_loop(clock)
-        self.loop.on_idle = self.on_idle
+        self.loop.on_idle = self.on_idle  # released with the loop (release_loop)
+        # What this scheduler owns reaches it weakly: no reference cycle, so a finished
+        # Sim, its store and every log in it are freed by reference counting alone.
+        me: Scheduler = weakref.proxy(self)
         #: "sim" (the recording queue) or "world" (the World's own, mirrored: _world_queue.py).
         self.queue_mode = queue
         if queue == "world":
             world_queue = WorldQueue(clock, ids, store.queue, lease_seconds=leases.lease_seconds)
-            world_queue.on_broken = lambda broken: self.halt(f"queue contract broken: {broken}")
+            world_queue.on_broken = lambda broken: me.halt(f"queue contract broken: {broken}")
             self.queue: SimQueue = world_queue
         else:
             self.queue = SimQueue(clock, ids)
-        self.world = SimWorld(self, store, self.queue, clock)
+        self.world = SimWorld(me, store, self.queue, clock)
         self.engine = engine_for(self.world)
-        self.trace = Trace(clock, lambda: self._ordinal)
+        self.trace = Trace(clock, lambda: me._ordinal)
         #: The faults the choice source may inject, and those it did.
-        self.faults = Faults(self, faults, odds=fault_odds, max_faults=max_faults)
+        self.faults = Faults(me, faults, odds=fault_odds, max_faults=max_faults)
         #: The leases of the running deliveries, renewed as the clock moves.
         self.leases = Leases(leases, clock, self.queue, self.trace)
         #: Every delivery launched.
-        self.deliveries = Deliveries(self, max_deliveries=max_deliveries, leases=self.leases)
+        self.deliveries = Deliveries(me, max_deliveries=max_deliveries, leases=self.leases)
         #: What every call did: points passed, events committed, calls refused.
         self.call_log = CallLog(self.trace, self.faults)
         self.max_virtual_seconds = max_virtual_seconds

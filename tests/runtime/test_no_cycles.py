@@ -12,17 +12,16 @@ from __future__ import annotations
 import asyncio
 import copy
 import gc
-import logging
 import pickle
 import sys
 import weakref
-from collections.abc import Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import pytest
 import wf_cycles
+from _cycles import collector_off, durasim_garbage
 
 from durasim.runtime import Limits, Worker, get_run, resume_hook, start
 from durasim.runtime.lowlevel import engine_for
@@ -35,52 +34,6 @@ Scenario = Callable[[World, FixedClock, list[weakref.ref[Any]]], Coroutine[Any, 
 @pytest.fixture(autouse=True)
 def _clear_attempts() -> None:
     wf_cycles.ATTEMPTS.clear()
-
-
-@pytest.fixture(autouse=True)
-def _logs_not_kept() -> Iterator[None]:
-    """No durasim record reaches pytest's log capture, which keeps every record.
-
-    A failure's record holds its error, and on Python 3.12+ the error's frames reach
-    back to the delivery (``f_back``): the references this module counts are the
-    runtime's own, not a log handler's.
-    """
-    logger = logging.getLogger("durasim")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL + 1)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-@contextmanager
-def _collector_off() -> Iterator[None]:
-    gc.collect()
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _durasim_garbage() -> list[str]:
-    """The durasim objects a full collection would free now (their type names)."""
-    gc.garbage.clear()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        gc.collect()
-        found = [
-            f"{type(o).__module__}.{type(o).__qualname__}"
-            for o in gc.garbage
-            if type(o).__module__.startswith("durasim")
-        ]
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-    return found
 
 
 async def _serve(
@@ -198,7 +151,7 @@ def test_a_dropped_world_and_its_runs_are_freed_without_the_collector(
         await scenario(world, clock, refs)
         await world.close()
 
-    with _collector_off():
+    with collector_off():
         asyncio.run(main())
         if scenario is _fails and sys.version_info >= (3, 12):
             # The workflow's own exception: from Python 3.12 a finished frame keeps its
@@ -208,7 +161,7 @@ def test_a_dropped_world_and_its_runs_are_freed_without_the_collector(
             gc.collect()
         alive = [r() for r in refs if r() is not None]
         assert not alive, f"{len(alive)} objects outlived their World: {alive[:3]}"
-        garbage = _durasim_garbage()
+        garbage = durasim_garbage()
         if scenario in (_suspended, _cancelled) and sys.version_info >= (3, 14):
             # A replay dropped while its workflow waits: from Python 3.14 the future
             # the task waited on names the task (asyncio's awaited-by graph) until the
@@ -236,9 +189,9 @@ def test_runs_on_a_kept_world_leave_nothing_for_the_collector() -> None:
             run = await start(wf_cycles.sequential, 20, kind, world=world)
             await Worker(world).run_until_complete(run)
 
-    with _collector_off():
+    with collector_off():
         asyncio.run(runs())
-        assert _durasim_garbage() == []
+        assert durasim_garbage() == []
 
 
 def test_a_facet_of_a_dropped_world_says_so() -> None:
