@@ -170,14 +170,16 @@ class LazyCounterWorld(SQLiteWorld):
             )
 
     def _cached_run(self, db: sqlite3.Connection, run_id: str) -> Any:
-        run, counters = super()._cached_run(db, run_id)
+        run, seq, seq_in_band = super()._cached_run(db, run_id)
         known = self._counters.get(run_id)
         if known is None:
             saved = db.execute(
                 "SELECT seq, seq_in_band FROM positions WHERE run_id = ?", (run_id,)
             ).fetchone()
-            known = counters if saved is None else Snapshot(seq=saved[0], seq_in_band=saved[1])
-        return run, known
+            if saved is None:
+                saved = (seq, seq_in_band)
+            known = Snapshot(seq=saved[0], seq_in_band=saved[1])
+        return run, known.seq, known.seq_in_band
 
     def _store(self, db: sqlite3.Connection, plan: Any, *, original: Any, **rest: Any) -> None:
         super()._store(_Upserting(db), plan, original=original, **rest)  # type: ignore[arg-type]
