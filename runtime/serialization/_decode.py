@@ -88,6 +88,10 @@ class Decoder:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls._make_tags()
+
+    @classmethod
+    def _make_tags(cls) -> None:
         cls._tags = {tag: getattr(cls, name) for tag, name in cls._TAGGED.items()}
 
     def decode(self, tree: Node) -> Any:
@@ -325,4 +329,4 @@ def _build_exception(  # noqa: PLR0917 -- private helper of _exception only
     return RevivedError(message, type_name=type_name, original_args=args)
 
 
-Decoder._tags = {tag: getattr(Decoder, name) for tag, name in Decoder._TAGGED.items()}
+Decoder._make_tags()

@@ -230,6 +230,10 @@ class Encoder:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls._make_handlers()
+
+    @classmethod
+    def _make_handlers(cls) -> None:
         cls._handlers = {t: getattr(cls, name) for t, name in cls._HANDLED.items()}
 
     # -- entry ---------------------------------------------------------------
@@ -481,4 +485,4 @@ def _dict_segment(value: dict[Any, Any], culprit: object) -> str:
     return "[?]"
 
 
-Encoder._handlers = {t: getattr(Encoder, name) for t, name in Encoder._HANDLED.items()}
+Encoder._make_handlers()
