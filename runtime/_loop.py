@@ -26,6 +26,7 @@ import itertools
 import sys
 import threading
 import types
+import weakref
 from asyncio import events
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, TypeVar, TypeVarTuple, Unpack
@@ -217,6 +218,7 @@ class WorkflowTask(asyncio.Task[T]):
         self._durasim_number = next(loop.numbers)
         self._durasim_site = task_site(coro)  # names the hooks and timers it makes
         super().__init__(coro, loop=loop, name=name, context=context)
+        loop.made(self)
 
     def __hash__(self) -> int:
         return self._durasim_number
@@ -267,6 +269,8 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         self._running = False
         self._exceptions: list[dict[str, Any]] = []
         self._tasks_made = 0
+        #: Its tasks, weakly, in creation order (see :meth:`pending_tasks`).
+        self._tasks: list[weakref.ref[WorkflowTask[Any]]] = []
 
     # -- driving ------------------------------------------------------------------
 
@@ -400,6 +404,23 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         # Task names default to a process-global counter; name them per loop instead.
         self._tasks_made += 1
         return self._tasks_made
+
+    def made(self, task: WorkflowTask[Any]) -> None:
+        """Note a task of this loop, weakly (:class:`WorkflowTask` calls it)."""
+        tasks = self._tasks
+        tasks.append(weakref.ref(task))
+        if not len(tasks) & 63:  # now and then drop the freed ones: bounded by the live
+            tasks[:] = [ref for ref in tasks if ref() is not None]
+
+    def pending_tasks(self) -> list[asyncio.Task[Any]]:
+        """Its tasks not done yet, in creation order.
+
+        What ``asyncio.all_tasks(loop)`` answers for the tasks this loop made, without
+        walking every task of the process (``all_tasks`` does: with a Worker keeping
+        256 suspended replays, or an application's own thousands of tasks, that walk
+        was paid each time a replay was dropped).
+        """
+        return [t for ref in self._tasks if (t := ref()) is not None and not t.done()]
 
     def next_number(self) -> int:
         """The next creation number for a task or future of this loop."""

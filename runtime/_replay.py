@@ -279,7 +279,7 @@ class Replay:
         # reference counting alone (issue 22).
         if self._task is None:
             return
-        waiting = sorted(asyncio.all_tasks(self.loop), key=hash)  # creation order
+        waiting = self.loop.pending_tasks()
         if not waiting:
             return
         for task in waiting:
