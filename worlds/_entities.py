@@ -479,25 +479,35 @@ def _twin_compile(
     return namespace[name]  # type: ignore[no-any-return]
 
 
-def twin_builder(cls: Callable[..., _E], *, converted: bool = False) -> Callable[..., _E]:
+def twin_builder(
+    cls: Callable[..., _E], *, converted: bool = False, positional: bool = False
+) -> Callable[..., _E]:
     """``build(**fields)``: what ``cls(**fields)`` builds, through the twin.
 
     Keyword-only like the class; a field with a plain default may be left out, one
     with a factory must be given.  With ``converted`` a field may have a converter,
     which does not run (as with :func:`._build.builder`): the caller passes every
     value in its converted form already (the guards' ``Event.data``, a ``Payload``).
+
+    With ``positional``, ``build(*values)`` instead: every field, in the class's
+    order, by position only (no default).  For the write path's hottest records: a
+    keyword call matches each name against the parameters, about 40 instructions
+    a field on 3.11 (issue 22).
     """
     fields = _twin_fields(cls, converted=converted)  # type: ignore[arg-type]
-    params = []
+    body = "".join(f"    n.{a.name} = {a.name}\n" for a in fields)
+    if positional:
+        params = ", ".join(a.name for a in fields) + ", /"
+        return _twin_compile(cls, "build", params, body, {})  # type: ignore[arg-type]
+    names = []
     defaults: dict[str, Any] = {}
     for a in fields:
         if a.default is not attrs.NOTHING and not isinstance(a.default, attrs.Factory):  # type: ignore[arg-type]
             defaults[f"_d_{a.name}"] = a.default
-            params.append(f"{a.name}=_d_{a.name}")
+            names.append(f"{a.name}=_d_{a.name}")
         else:  # a factory default is a required argument here
-            params.append(a.name)
-    body = "".join(f"    n.{a.name} = {a.name}\n" for a in fields)
-    return _twin_compile(cls, "build", "*, " + ", ".join(params), body, defaults)  # type: ignore[arg-type]
+            names.append(a.name)
+    return _twin_compile(cls, "build", "*, " + ", ".join(names), body, defaults)  # type: ignore[arg-type]
 
 
 def twin_copier(cls: Callable[..., _E], *changed: str) -> Callable[..., _E]:

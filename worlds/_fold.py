@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import Final
 
 import attrs
 
@@ -77,24 +78,39 @@ def _release(
     return released_hooks, released_waits
 
 
-_new_step = twin_builder(StepRecord)
+#: A step through its twin, every field by position (``_entities.twin_builder``), in
+#: StepRecord's order: run_id, step_id, step_name, status, input, attempt, created_at,
+#: updated_at, output, error, retry_after, started_at, completed_at, inline.
+_step_at = twin_builder(StepRecord, positional=True)
+
+# The statuses the step transitions set, as module globals (a class attribute is
+# looked up through the type on every read on 3.11: see ``_guards``).
+_PENDING: Final = StepStatuses.PENDING
+_RUNNING: Final = StepStatuses.RUNNING
+_COMPLETED: Final = StepStatuses.COMPLETED
+_FAILED: Final = StepStatuses.FAILED
 
 
 def created_step(event: Event, run_id: str) -> StepRecord:
     """The step a ``step_created`` event brings into being."""
     at = event.created_at
-    data = event.data
+    data = event.data._items  # a dict's lookups, without Payload's Python-level ones
     assert event.correlation_id is not None
-    return _new_step(
-        run_id=run_id,
-        step_id=event.correlation_id,
-        step_name=data["step_name"],
-        status=StepStatuses.PENDING,
-        input=data["input"],
-        attempt=0,
-        inline=data.get("inline", False),
-        created_at=at,
-        updated_at=at,
+    return _step_at(
+        run_id,
+        event.correlation_id,
+        data["step_name"],
+        _PENDING,
+        data["input"],
+        0,
+        at,
+        at,
+        None,
+        None,
+        None,
+        None,
+        None,
+        data.get("inline", False),
     )
 
 
@@ -107,17 +123,21 @@ def created_running(created: Event, started: Event) -> StepRecord:
     data = created.data._items  # a dict's lookups, without Payload's Python-level ones
     assert created.correlation_id is not None
     at = started.created_at
-    return _new_step(
-        run_id=created.run_id,
-        step_id=created.correlation_id,
-        step_name=data["step_name"],
-        status=StepStatuses.RUNNING,
-        input=data["input"],
-        attempt=1,
-        inline=data.get("inline", False),
-        created_at=created.created_at,
-        updated_at=at,
-        started_at=at,
+    return _step_at(
+        created.run_id,
+        created.correlation_id,
+        data["step_name"],
+        _RUNNING,
+        data["input"],
+        1,
+        created.created_at,
+        at,
+        None,
+        None,
+        None,
+        at,
+        None,
+        data.get("inline", False),
     )
 
 
@@ -129,24 +149,22 @@ _fail = twin_copier(StepRecord, "status", "error", "completed_at", "updated_at")
 
 def _started(step: StepRecord, event: Event) -> StepRecord:
     at = event.created_at
-    return _start(step, StepStatuses.RUNNING, step.attempt + 1, None, step.started_at or at, at)
+    return _start(step, _RUNNING, step.attempt + 1, None, step.started_at or at, at)
 
 
 def _retrying(step: StepRecord, event: Event) -> StepRecord:
     data = event.data
-    return _retry(
-        step, StepStatuses.PENDING, data["error"], data.get("retry_after"), event.created_at
-    )
+    return _retry(step, _PENDING, data["error"], data.get("retry_after"), event.created_at)
 
 
 def _completed(step: StepRecord, event: Event) -> StepRecord:
     at = event.created_at
-    return _complete(step, StepStatuses.COMPLETED, event.data._items["result"], at, at)
+    return _complete(step, _COMPLETED, event.data._items["result"], at, at)
 
 
 def _failed(step: StepRecord, event: Event) -> StepRecord:
     at = event.created_at
-    return _fail(step, StepStatuses.FAILED, event.data["error"], at, at)
+    return _fail(step, _FAILED, event.data["error"], at, at)
 
 
 #: How each event that changes an existing step folds into it (the guards call

@@ -7,10 +7,10 @@ returns can change what it stores (every value is frozen).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -81,7 +81,16 @@ class _View:
     Kept in the World's ``_views``, beside the records: it reads its record and
     the World's token table, and nothing it reads points back to it (no cycle,
     issue 22).
+
+    ``step`` and ``has_step`` are the steps dict's own bound methods (the guards call
+    them every step: no Python call).  ``copy.deepcopy`` and pickle would keep a
+    builtin method as it is, so a copied World's view would read the original's
+    steps (the linearizability checker copies its reference World at every step of
+    its search): the state they copy leaves them out, and a copy binds its own.
     """
+
+    step: Callable[[str], StepRecord | None]
+    has_step: Callable[[str], bool]
 
     def __init__(self, world: MemoryWorld, record: _RunRecord) -> None:
         self._runs = world._runs
@@ -90,19 +99,25 @@ class _View:
         state = record.state
         self._state = state
         self._steps = state.steps
+        self._bind()
+
+    def _bind(self) -> None:
+        steps = self._steps
+        self.step = steps.get
+        self.has_step = steps.__contains__
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["step"], state["has_step"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._bind()
 
     def head(self) -> tuple[RunRecord | None, int, int]:
         state = self._state
         return state.run, state.seq, state.seq_in_band
-
-    # Methods, not the steps dict's bound methods: ``copy.deepcopy`` keeps a builtin
-    # method as it is, so a copied World's view would read the original's steps (the
-    # linearizability checker copies its reference World at every step of its search).
-    def step(self, step_id: str) -> StepRecord | None:
-        return self._steps.get(step_id)
-
-    def has_step(self, step_id: str) -> bool:
-        return step_id in self._steps
 
     def hook(self, hook_id: str) -> HookRecord | None:
         return self._state.hooks.get(hook_id)
@@ -246,6 +261,7 @@ class MemoryWorld:
             assert view._record is record
             assert view._state is record.state
             assert view._steps is record.state.steps
+            assert view.step.__self__ is view.has_step.__self__ is view._steps  # type: ignore[attr-defined]
             assert view._runs is self._runs
             assert view._tokens is self._tokens
             for hook in record.state.hooks.values():
@@ -433,7 +449,7 @@ class _Events(_Facet):
         occurred_at: datetime | None = None,
         expected_seq: int | None = None,
     ) -> BatchResult:
-        w = self._w
+        w: MemoryWorld = self._ref() or self._w  # self._w without its call (it raises if dropped)
         # The runtime's requests come validated (``EventRequest.of``): taken as they are
         # (the guards only read the sequence, and keep nothing of it).
         checked = requests

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durasim.worlds import StepRecord, StepStatus, _guards
+from durasim.worlds import StepRecord, StepStatus, _fold, _guards
 from durasim.worlds._entities import Snapshot, twin, twin_builder, twin_copier
 from durasim.worlds._events import Event, EventRequest, EventType
 from durasim.worlds._fold import STEP_CHANGES
@@ -224,3 +224,31 @@ def test_a_class_with_a_slot_besides_its_fields_is_refused() -> None:
         twin_builder(Hashed)
     with pytest.raises(TypeError, match="slots besides its fields"):
         twin_copier(Hashed, "a")
+
+
+# --- positional builders (``twin_builder(cls, positional=True)``) -----------------
+
+
+def _values(value: Any) -> list[Any]:
+    return [getattr(value, a.name) for a in attrs.fields(type(value))]
+
+
+@given(_events)
+def test_positional_event_builder_builds_what_init_builds(event: Event) -> None:
+    _same(_guards._event_at(*_values(event)), event)
+    _same(twin_builder(Event, converted=True, positional=True)(*_values(event)), event)
+
+
+@given(_steps)
+def test_positional_step_builders_build_what_init_builds(step: StepRecord) -> None:
+    _same(_guards._step_at(*_values(step)), step)
+    _same(_fold._step_at(*_values(step)), step)
+
+
+def test_positional_builder_takes_every_field_and_no_keyword() -> None:
+    build = twin_builder(StepRecord, positional=True)
+    width = len(attrs.fields(StepRecord))
+    with pytest.raises(TypeError):
+        build(*["x"] * (width - 1))  # no default: every field is given
+    with pytest.raises(TypeError):
+        build(run_id="r")
