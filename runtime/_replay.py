@@ -37,7 +37,7 @@ from durasim.worlds._build import builder
 
 from ._authoring import STEP_CALLER, StepDef, WorkflowDef
 from ._compare import first_difference, short
-from ._determinism import RunDeterminism, wall_perf_counter
+from ._determinism import RunDeterminism, ensure_installed, wall_perf_counter
 from ._errors import ReplayDivergence
 from ._hooks import HookConflict, HookState, new_token
 from ._loop import WorkflowFuture, WorkflowLoop
@@ -381,6 +381,9 @@ class Replay:
                 failure = exc
         if failure is not None:
             coro = _fail_with(failure)  # the run fails like any workflow that raises
+        # The redirections the loop arms while workflow code runs (installed once
+        # per process, the first time a workflow starts).
+        ensure_installed()
         self._task = self.loop.create_task(coro, name="workflow", context=context)
         if self.loop.has_ready():
             self._run()
@@ -412,7 +415,7 @@ class Replay:
         # Measured outside the sandbox: inside it, perf_counter is the run's clock.
         began = wall_perf_counter()
         try:
-            self.determinism.run(self._run_ready)
+            self._run_ready(self.determinism)  # the run's clock and randomness meanwhile
         finally:
             # Only running the loop ends the workflow's task.
             task = self._task
