@@ -8,7 +8,9 @@
   loop's handler and the next callback still runs;
 * the loop installs the run's determinism while workflow code runs, and only then;
 * a task running asyncio's own coroutine is still named by where it was made
-  (the site walk stops at ``run_ready`` as it stopped at ``Handle._run``).
+  (the site walk stops at ``run_ready`` as it stopped at ``Handle._run``);
+* a record decodes through the plain fast path as through the general one
+  (value, type, and the keys indexed).
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from durasim.runtime import Limits, Worker, _loop, start, step, workflow
 from durasim.runtime._guards import RUNNING
 from durasim.runtime._metadata import STEP_METADATA, STEP_WORLD, WORKFLOW_METADATA
+from durasim.runtime._payloads import RunPayloads
+from durasim.runtime.serialization import serialize
 from durasim.worlds import FixedClock, MemoryWorld
 
 _seen: list[tuple[str, str | None, str | None, bool]] = []
@@ -146,3 +152,34 @@ def test_a_task_of_asyncio_s_own_coroutine_is_named_by_its_maker() -> None:
 
     (timer,) = asyncio.run(go())
     assert timer.startswith("sleep/_sleeps_in_a_task:"), timer
+
+
+_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=8),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.tuples(inner, inner),
+        st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_values)
+def test_a_record_decodes_as_the_general_path_decodes_it(value: object) -> None:
+    data = serialize(value)
+    fast, general = RunPayloads(), RunPayloads()
+    got = fast.decode_record("@7", data)
+    general._indexed.add("@7")
+    expected = general._writer.deserialize(data, record="@7")
+    assert repr(got) == repr(expected)
+    assert type(got) is type(expected)
+    assert fast._indexed == general._indexed
+    assert fast._writer._loaded == general._writer._loaded
