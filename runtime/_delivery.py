@@ -37,7 +37,7 @@ from durasim.worlds._events import (
 )
 
 from ._errors import ReplayDivergence
-from ._metadata import STEP_WORLD, WorkflowMetadata
+from ._metadata import STEP_WORLD, WORKFLOW_METADATA, WorkflowMetadata
 from ._replay import (
     BATCHABLE,
     AttrCommand,
@@ -190,7 +190,6 @@ class RunDelivery:
         # Constant for the delivery (Limits is frozen): read once.
         replay_budget, max_events = limits.replay_budget, limits.max_events
         sync_in_thread, quick_inline = limits.sync_steps != "inline", limits.sync_steps == "auto"
-        set_step_world, reset_step_world = STEP_WORLD.set, STEP_WORLD.reset
 
         def launch(written: Sequence[Event]) -> None:
             """Note the steps these events created running: their bodies start below."""
@@ -212,78 +211,84 @@ class RunDelivery:
             await self.write_outcome(outcome.request)
             return False
 
-        written_before = writer.written
-        due = self.due_waits(replay)
-        if len(due) == 1 and replay.busy_seconds <= limits.replay_budget:
-            # One timer fired (a sleep): its completion commits with what follows.
-            request = wait_completed_request(due[0].correlation_id)
-            # The World stamps the completion with the wait's resume_at.
-            data = request.data.replace(resume_at=due[0].resume_at)
-            if await self.commit_ahead(replay, request, launch, data=data):
-                report.status = _FINISHED
-                return "done"
-        else:
-            for wait in due:
-                if not writer.stale:
-                    await writer.write(wait_completed_request(wait.correlation_id))
+        # What every step body of this delivery reads (current_workflow(), the World),
+        # set once for the whole drive, not per step: nothing but the runtime and the
+        # World runs in this task between the bodies (workflow code runs in its own
+        # task's context), and the tasks and threads made here copy it.
+        world_token = STEP_WORLD.set(world)
+        workflow_token = WORKFLOW_METADATA.set(self.metadata)
         try:
-            while True:
-                if writer.ended:
-                    # Cancelled meanwhile: stop at this boundary.
+            written_before = writer.written
+            due = self.due_waits(replay)
+            if len(due) == 1 and replay.busy_seconds <= limits.replay_budget:
+                # One timer fired (a sleep): its completion commits with what follows.
+                request = wait_completed_request(due[0].correlation_id)
+                # The World stamps the completion with the wait's resume_at.
+                data = request.data.replace(resume_at=due[0].resume_at)
+                if await self.commit_ahead(replay, request, launch, data=data):
                     report.status = _FINISHED
                     return "done"
-                if writer.stale:
-                    return "stale"
-                if (
-                    not running
-                    and writer.written > written_before
-                    and replay.busy_seconds > replay_budget
-                    and not replay.done
-                ):
-                    # Over budget, and this delivery made progress: a fresh delivery
-                    # (replaying cold, with a fresh budget) takes over at once.
-                    log.info(
-                        "run %s: %.1f s of replay in this delivery; handing over",
-                        writer.run_id,
-                        replay.busy_seconds,
-                    )
-                    await enqueue_wake(
-                        world,
-                        writer.run_id,
-                        key=f"handover:{writer.run_id}:{len(writer.events)}",
-                        deployment=self.deployment,
-                    )
-                    report.wake_at = world.clock.now()
-                    report.status = _SUSPENDED
-                    return "done"
-                if len(writer.events) >= max_events:
-                    await self.fail(
-                        FatalError(f"run {writer.run_id} reached {limits.max_events} events"),
-                        "MAX_EVENTS_EXCEEDED",
-                    )
-                    report.status = _FINISHED
-                    return "done"
-                if replay.done:
-                    await self.finish(replay)
-                    report.status = _FINISHED
-                    return "done"
-                if replay._uncreated and (commands := replay.new_commands()):
-                    await self.write_commands(commands, limits.inline_steps - len(running), launch)
-                    continue
-                if len(starts) == 1 and not running:
-                    # The one step in flight (a sequential workflow): run its body in
-                    # this task, with no task to create and no wait to wake from.
-                    state, started = starts.pop()
-                    # self.run_step(state, started=started), inlined: a coroutine less
-                    # per step (the checks above left the writer fresh).
-                    attempt = int(started.data.get("attempt", 1))
-                    definition = state.definition
-                    outcome: StepOutcome | None
-                    if attempt > definition.max_retries + 1:
-                        outcome = exhausted(definition, state.correlation_id, attempt)
-                    else:
-                        token = set_step_world(world)
-                        try:
+            else:
+                for wait in due:
+                    if not writer.stale:
+                        await writer.write(wait_completed_request(wait.correlation_id))
+            try:
+                while True:
+                    if writer.ended:
+                        # Cancelled meanwhile: stop at this boundary.
+                        report.status = _FINISHED
+                        return "done"
+                    if writer.stale:
+                        return "stale"
+                    if (
+                        not running
+                        and writer.written > written_before
+                        and replay.busy_seconds > replay_budget
+                        and not replay.done
+                    ):
+                        # Over budget, and this delivery made progress: a fresh delivery
+                        # (replaying cold, with a fresh budget) takes over at once.
+                        log.info(
+                            "run %s: %.1f s of replay in this delivery; handing over",
+                            writer.run_id,
+                            replay.busy_seconds,
+                        )
+                        await enqueue_wake(
+                            world,
+                            writer.run_id,
+                            key=f"handover:{writer.run_id}:{len(writer.events)}",
+                            deployment=self.deployment,
+                        )
+                        report.wake_at = world.clock.now()
+                        report.status = _SUSPENDED
+                        return "done"
+                    if len(writer.events) >= max_events:
+                        await self.fail(
+                            FatalError(f"run {writer.run_id} reached {limits.max_events} events"),
+                            "MAX_EVENTS_EXCEEDED",
+                        )
+                        report.status = _FINISHED
+                        return "done"
+                    if replay.done:
+                        await self.finish(replay)
+                        report.status = _FINISHED
+                        return "done"
+                    if replay._uncreated and (commands := replay.new_commands()):
+                        capacity = limits.inline_steps - len(running)
+                        await self.write_commands(commands, capacity, launch)
+                        continue
+                    if len(starts) == 1 and not running:
+                        # The one step in flight (a sequential workflow): run its body in
+                        # this task, with no task to create and no wait to wake from.
+                        state, started = starts.pop()
+                        # self.run_step(state, started=started), inlined: a coroutine less
+                        # per step (the checks above left the writer fresh).
+                        attempt = int(started.data.get("attempt", 1))
+                        definition = state.definition
+                        outcome: StepOutcome | None
+                        if attempt > definition.max_retries + 1:
+                            outcome = exhausted(definition, state.correlation_id, attempt)
+                        else:
                             outcome = await attempt_runner()(
                                 definition,
                                 state.correlation_id,
@@ -297,64 +302,65 @@ class RunDelivery:
                                     writer.replay.payloads if writer.replay is not None else None
                                 ),
                             )
-                        finally:
-                            reset_step_world(token)
-                    if (
-                        outcome is not None
-                        and not writer.stale
-                        and replay.busy_seconds <= replay_budget
-                    ):
-                        ended = await self.commit_ahead(replay, outcome.request, launch)
-                    else:
-                        ended = await handle(outcome, last=True)
-                    if ended:
-                        report.status = _FINISHED
-                        return "done"
-                    continue
-                for state, started in starts:
-                    task = asyncio.ensure_future(self.run_step(state, started=started))
-                    running[task] = state
-                starts.clear()
-                now = world.clock.now()
-                busy = set(running.values())
-                for state in replay.open_steps():
-                    if len(running) >= limits.inline_steps:
-                        break
-                    if not state.inline or state in busy:
-                        continue  # queued steps are run by whichever worker claims them
-                    if state.retry_after is not None and state.retry_after > now:
+                        if (
+                            outcome is not None
+                            and not writer.stale
+                            and replay.busy_seconds <= replay_budget
+                        ):
+                            ended = await self.commit_ahead(replay, outcome.request, launch)
+                        else:
+                            ended = await handle(outcome, last=True)
+                        if ended:
+                            report.status = _FINISHED
+                            return "done"
                         continue
-                    task = asyncio.ensure_future(self.run_step(state))
-                    running[task] = state
-                    report.steps_run += 1
-                if not running:
-                    break
-                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-                finished = sorted(done, key=lambda t: running[t].created_seq)
-                for task in finished:
-                    del running[task]
-                for task in finished:
-                    outcome = task.result()  # re-raises Superseded and infrastructure errors
-                    if await handle(outcome, last=task is finished[-1] and not running):
-                        report.status = _FINISHED
-                        return "done"
+                    for state, started in starts:
+                        task = asyncio.ensure_future(self.run_step(state, started=started))
+                        running[task] = state
+                    starts.clear()
+                    now = world.clock.now()
+                    busy = set(running.values())
+                    for state in replay.open_steps():
+                        if len(running) >= limits.inline_steps:
+                            break
+                        if not state.inline or state in busy:
+                            continue  # queued steps are run by whichever worker claims them
+                        if state.retry_after is not None and state.retry_after > now:
+                            continue
+                        task = asyncio.ensure_future(self.run_step(state))
+                        running[task] = state
+                        report.steps_run += 1
+                    if not running:
+                        break
+                    done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                    finished = sorted(done, key=lambda t: running[t].created_seq)
+                    for task in finished:
+                        del running[task]
+                    for task in finished:
+                        outcome = task.result()  # re-raises Superseded and infrastructure errors
+                        if await handle(outcome, last=task is finished[-1] and not running):
+                            report.status = _FINISHED
+                            return "done"
+            finally:
+                for task in running:
+                    task.cancel()
+                if running:
+                    await asyncio.gather(*running, return_exceptions=True)
+            # A queued step not started yet may have lost its message (at-least-once
+            # queues lose none, but a crashed enqueue or an operator can): dispatch it
+            # again; the idempotency key makes this a no-op while the message exists.
+            await _dispatch(
+                world,
+                writer.run_id,
+                [s.correlation_id for s in replay.open_steps() if not s.inline and s.attempts == 0],
+                self.deployment,
+            )
+            report.wake_at = await self.schedule_wake(replay)
+            report.status = _SUSPENDED
+            return "done"
         finally:
-            for task in running:
-                task.cancel()
-            if running:
-                await asyncio.gather(*running, return_exceptions=True)
-        # A queued step not started yet may have lost its message (at-least-once
-        # queues lose none, but a crashed enqueue or an operator can): dispatch it
-        # again; the idempotency key makes this a no-op while the message exists.
-        await _dispatch(
-            world,
-            writer.run_id,
-            [s.correlation_id for s in replay.open_steps() if not s.inline and s.attempts == 0],
-            self.deployment,
-        )
-        report.wake_at = await self.schedule_wake(replay)
-        report.status = _SUSPENDED
-        return "done"
+            WORKFLOW_METADATA.reset(workflow_token)
+            STEP_WORLD.reset(world_token)
 
     async def run_step(
         self, state: StepState, *, started: Event | None = None

@@ -40,6 +40,7 @@ from durasim.worlds import Delivery, DurasimError, LeaseLost, WorldError
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
     "DEFAULT_RENEW_EVERY",
+    "STEPS_HERE",
     "LeaseKeeper",
     "LeaseOptionsError",
     "LeasePolicy",
@@ -271,13 +272,20 @@ class LeaseKeeper:
 _running: dict[int, list[tuple[str, float]]] = {}
 
 
+class _OnThread(threading.local):
+    """Per thread: its list in ``_running`` (made the first time the thread asks)."""
+
+    def __init__(self) -> None:
+        self.steps = _running.setdefault(threading.get_ident(), [])
+
+
+#: ``STEPS_HERE.steps`` is :func:`running_steps` without the call (once a step).
+STEPS_HERE = _OnThread()
+
+
 def running_steps() -> list[tuple[str, float]]:
     """This thread's running step bodies: append ``(name, time.monotonic())``, remove it after."""
-    ident = threading.get_ident()
-    names = _running.get(ident)
-    if names is None:
-        names = _running.setdefault(ident, [])
-    return names
+    return STEPS_HERE.steps
 
 
 def _steps_on(thread_id: int, *, since: float) -> list[str]:

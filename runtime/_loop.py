@@ -32,7 +32,8 @@ from collections.abc import Callable, Coroutine, Generator
 from typing import Any, TypeVar, TypeVarTuple, Unpack
 
 from ._errors import WorkflowSandboxError, passes_through
-from ._sites import task_site
+from ._guards import RUNNING as _running
+from ._sites import mark_boundary, task_site
 
 __all__ = ["WorkflowFuture", "WorkflowLoop", "WorkflowTask", "in_workflow", "route_while_running"]
 
@@ -278,12 +279,15 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         """Move the run's clock (never backwards)."""
         self._now = max(self._now, now)
 
-    def run_ready(self) -> None:
+    def run_ready(self, determinism: object | None = None) -> None:
         """Run scheduled callbacks until none is left.
 
         Workflow code runs only inside this call: the loop is the running loop,
         the sandbox is armed for this thread, and the stdlib functions routed by
-        :func:`route_while_running` are replaced.
+        :func:`route_while_running` are replaced.  ``determinism``: the run whose
+        clock and randomness workflow code sees meanwhile (a
+        :class:`~._determinism.RunDeterminism`: its ``run(loop.run_ready)``,
+        without the frame in between).
         """
         outer = _get_running_loop()
         # The task of the loop we run inside (a worker's delivery) steps aside while
@@ -292,8 +296,10 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         outer_task = _current_task(outer) if outer is not None else None
         if outer is not None and outer_task is not None:
             _leave_task(outer, outer_task)
-        state = _state
-        previous = state.loop
+        state, running = _state, _running
+        previous, previous_run = state.loop, running.run
+        if determinism is not None:  # (RunDeterminism.run, without its frame)
+            running.run = determinism
         _set_running_loop(self)
         state.loop = self
         self._running = True
@@ -301,10 +307,12 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         try:
             ready = self._ready
             while ready:
-                handle = ready.popleft()
+                handle: Any = ready.popleft()
                 if not handle._cancelled:
+                    # handle._run() without its frame (asyncio's Handle and
+                    # TimerHandle: what _run does is this call and its errors' report).
                     try:
-                        handle._run()
+                        handle._context.run(handle._callback, *handle._args)
                     except (SystemExit, KeyboardInterrupt) as exc:
                         # asyncio stores these in the task and then re-raises them.
                         # From workflow code (a step's SystemExit revived, unhandled)
@@ -313,10 +321,18 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
                         # (the simulator's watchdog) go on.
                         if passes_through(exc):
                             raise
+                    except BaseException as exc:  # what Handle._run reports
+                        self.call_exception_handler(
+                            {
+                                "message": f"Exception in callback {handle._callback!r}",
+                                "exception": exc,
+                            }
+                        )
         finally:
             _routes.exit()
             self._running = False
             state.loop = previous
+            running.run = previous_run
             _set_running_loop(outer)
             if outer is not None and outer_task is not None:
                 _enter_task(outer, outer_task)
@@ -511,6 +527,10 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
 
     async def shutdown_default_executor(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """No executor."""
+
+
+# run_ready steps the workflow's tasks itself (Handle._run's work, inline).
+mark_boundary(WorkflowLoop.run_ready.__code__)
 
 
 def _refuse(name: str, what: str) -> Callable[..., Any]:

@@ -284,6 +284,12 @@ class RunPayloads:
             self._refused.add(key)
             return self.decode(data)
         self._indexed.add(key)
+        # A plain record (a step's scalar result, the commonest) refers to nothing:
+        # FrozenValues.deserialize's first branch, without its frame (the key taken).
+        value = loads_plain(data)
+        if value is not NOT_PLAIN:
+            self._writer._loaded.add(key)
+            return value
         return self._writer.deserialize(data, record=key)
 
     def _through_refused(self, data: bytes) -> bool:

@@ -37,7 +37,7 @@ from durasim.worlds._build import builder
 
 from ._authoring import STEP_CALLER, StepDef, WorkflowDef
 from ._compare import first_difference, short
-from ._determinism import RunDeterminism, wall_perf_counter
+from ._determinism import RunDeterminism, ensure_installed, wall_perf_counter
 from ._errors import ReplayDivergence
 from ._hooks import HookConflict, HookState, new_token
 from ._loop import WorkflowFuture, WorkflowLoop
@@ -70,7 +70,9 @@ class StepState:
     correlation_id: str
     definition: StepDef
     input: bytes  # what every execution runs with: the recorded input once the log has it
-    future: asyncio.Future[Any]
+    #: What the workflow awaits; None once settled with the step's outcome (the
+    #: workflow holds it until it reads it: a finished step keeps no future alive).
+    future: asyncio.Future[Any] | None
     order: int
     computed: bytes = b""  # the input as this replay computed it
     created: bool = False
@@ -381,6 +383,9 @@ class Replay:
                 failure = exc
         if failure is not None:
             coro = _fail_with(failure)  # the run fails like any workflow that raises
+        # The redirections the loop arms while workflow code runs (installed once
+        # per process, the first time a workflow starts).
+        ensure_installed()
         self._task = self.loop.create_task(coro, name="workflow", context=context)
         if self.loop.has_ready():
             self._run()
@@ -412,7 +417,7 @@ class Replay:
         # Measured outside the sandbox: inside it, perf_counter is the run's clock.
         began = wall_perf_counter()
         try:
-            self.determinism.run(self._run_ready)
+            self._run_ready(self.determinism)  # the run's clock and randomness meanwhile
         finally:
             # Only running the loop ends the workflow's task.
             task = self._task
@@ -443,7 +448,7 @@ class Replay:
             return commands  # the common case after every step: nothing new
         for state in self._uncreated.values():  # insertion order is issue order
             if isinstance(state, StepState):
-                if not state.future.cancelled():
+                if state.future is None or not state.future.cancelled():
                     commands.append(
                         _step_command(
                             correlation_id=state.correlation_id,
@@ -471,7 +476,7 @@ class Replay:
         if len(self._uncreated) != 1:
             return None
         for state in self._uncreated.values():
-            if type(state) is StepState and not state.future.cancelled():
+            if type(state) is StepState and (state.future is None or not state.future.cancelled()):
                 return state
         return None
 
@@ -768,12 +773,13 @@ class Replay:
         state.done = True
         self._open_steps.pop(state.correlation_id, None)
         future = state.future
-        if future.cancelled():
+        if future is None or future.cancelled():
             return
         if type(data) is bytes:
             future.set_result(payloads.decode_record(key, data))
         else:
             future.set_result(payloads.decode_event(event))
+        state.future = None  # settled (never cancelled now): nothing more reads it
 
     def _on_step_outcome(self, event: Event) -> None:
         state = self.steps.get(event.correlation_id or "") or self._step(event)
@@ -781,15 +787,17 @@ class Replay:
             return  # first outcome in log order wins; later ones are inert
         state.done = True
         self._open_steps.pop(state.correlation_id, None)
-        if state.future.cancelled():
+        future = state.future
+        if future is None or future.cancelled():
             return
         if event.type is Types.STEP_COMPLETED:
-            state.future.set_result(self.payloads.decode_event(event))
+            future.set_result(self.payloads.decode_event(event))
         else:
             error = _decode(event.data["error"])
             if not isinstance(error, BaseException):
                 error = FatalError(f"step {state.definition.name} failed: {error!r}")
-            state.future.set_exception(error)
+            future.set_exception(error)
+        state.future = None  # settled (never cancelled now): nothing more reads it
 
     def _hook(self, event: Event) -> HookState:
         state = self.hooks.get(event.correlation_id or "")

@@ -32,7 +32,7 @@ from types import CodeType, FrameType
 
 from ._guards import unguarded
 
-__all__ = ["hook_stem", "task_site", "timer_stem"]
+__all__ = ["hook_stem", "mark_boundary", "task_site", "timer_stem"]
 
 _ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
 _RUNTIME_DIR = os.path.dirname(__file__) + os.sep
@@ -49,10 +49,17 @@ _TIMER_KINDS = {
 }
 
 
-#: Where the frames of a workflow task end: the callback that stepped the task.
-#: A task whose coroutine is asyncio's own (``ensure_future(asyncio.sleep(5))``)
-#: has no user frame below this; its site is ``task``.
-_BOUNDARY = frozenset({asyncio.events.Handle._run.__code__})
+#: Where the frames of a workflow task end: the callback that stepped the task
+#: (asyncio's ``Handle._run``, or the workflow loop's ``run_ready``, which does its
+#: work inline: :func:`mark_boundary`).  A task whose coroutine is asyncio's own
+#: (``ensure_future(asyncio.sleep(5))``) has no user frame below this; its site is
+#: ``task``.
+_BOUNDARY: set[CodeType] = {asyncio.events.Handle._run.__code__}
+
+
+def mark_boundary(code: CodeType) -> None:
+    """Note a function that steps workflow tasks itself: the frames of a task end there."""
+    _BOUNDARY.add(code)
 
 
 def _site(frame: FrameType | None) -> tuple[str, str]:

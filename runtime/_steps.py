@@ -38,7 +38,7 @@ from durasim.worlds._events import step_completed_request
 from ._authoring import StepDef, with_closure
 from ._determinism import wall_monotonic, wall_perf_counter
 from ._errors import passes_through
-from ._leases import running_steps
+from ._leases import STEPS_HERE
 from ._metadata import STEP_METADATA, WORKFLOW_METADATA, StepMetadata, WorkflowMetadata
 from ._otel import span, tracing_enabled
 from ._payloads import RunPayloads, decode_payload
@@ -102,6 +102,7 @@ _ONE_CLOCK = time.get_clock_info("monotonic") == time.get_clock_info("perf_count
 _outcome = builder(StepOutcome)
 #: The same for the metadata every attempt installs.
 _step_metadata = builder(StepMetadata)
+_current_workflow = WORKFLOW_METADATA.get
 
 
 def exhausted(definition: StepDef, correlation_id: str, attempt: int) -> StepOutcome:
@@ -254,21 +255,22 @@ async def _execute_step(
             attempt=attempt,
         )
     )
-    workflow_token = WORKFLOW_METADATA.set(workflow)
+    # Set by the delivery for its whole drive already (then nothing to set here).
+    workflow_token = None if _current_workflow() is workflow else WORKFLOW_METADATA.set(workflow)
     try:
         # ``is_async`` was read off ``definition.fn``; only a closure copy needs a look.
         is_async = definition.is_async or (
             fn is not definition.fn and inspect.iscoroutinefunction(fn)
         )
         if is_async:  # on this loop: named by the heartbeat if it blocks the loop
-            running, entry = running_steps(), (definition.name, wall_monotonic())
+            running, entry = STEPS_HERE.steps, (definition.name, wall_monotonic())
             running.append(entry)
             try:
                 result = await fn(*args, **kwargs)
             finally:
                 running.remove(entry)
         elif not sync_in_thread:
-            running, entry = running_steps(), (definition.name, wall_monotonic())
+            running, entry = STEPS_HERE.steps, (definition.name, wall_monotonic())
             running.append(entry)
             try:
                 result = fn(*args, **kwargs)
@@ -278,7 +280,7 @@ async def _execute_step(
             # A quick function, inline: timed, to send it back to the threads if slow.
             # (When the two clocks are one, the heartbeat's reading times it too.)
             began = wall_monotonic()
-            running, entry = running_steps(), (definition.name, began)
+            running, entry = STEPS_HERE.steps, (definition.name, began)
             running.append(entry)
             if not _ONE_CLOCK:
                 began = wall_perf_counter()
@@ -300,7 +302,8 @@ async def _execute_step(
         return _retry_or_fail(definition, correlation_id, exc, where=where, now=now)
     finally:
         STEP_METADATA.reset(step_token)
-        WORKFLOW_METADATA.reset(workflow_token)
+        if workflow_token is not None:
+            WORKFLOW_METADATA.reset(workflow_token)
     scalar = plain_scalar(result)  # the common result: refers to nothing
     if scalar is not None:
         return _outcome(request=step_completed_request(correlation_id, scalar))
