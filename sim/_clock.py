@@ -26,7 +26,9 @@ class SimClock:
     def __init__(self, start: datetime = EPOCH) -> None:
         self._epoch = to_micros(start)
         self._micros = self._epoch
-        self._cached: tuple[int, datetime] = (self._micros, start)
+        #: now() at ``_micros`` once asked (None: not made since the clock last moved;
+        #: every move goes through jump() or advance_to_micros(), which clear it).
+        self._now: datetime | None = start
 
     @property
     def micros(self) -> int:
@@ -40,10 +42,9 @@ class SimClock:
 
     def now(self) -> datetime:
         """The current virtual instant (aware UTC)."""
-        micros, moment = self._cached
-        if micros != self._micros:
-            moment = from_micros(self._micros)
-            self._cached = (self._micros, moment)
+        moment = self._now
+        if moment is None:
+            moment = self._now = from_micros(self._micros)
         return moment
 
     def seconds(self) -> float:
@@ -54,7 +55,10 @@ class SimClock:
         """Move forward by ``seconds``; a negative jump raises ``ValueError``."""
         if seconds < 0:
             raise ValueError(f"cannot move the virtual clock backwards by {seconds} s")
-        self._micros += round(seconds * 1_000_000)
+        micros = round(seconds * 1_000_000)
+        if micros:
+            self._micros += micros
+            self._now = None
 
     def advance_to_seconds(self, when: float) -> None:
         """Move to loop time ``when`` (rounded up to the microsecond), if it is later."""
@@ -73,7 +77,9 @@ class SimClock:
 
     def advance_to_micros(self, micros: int) -> None:
         """Move to ``micros`` if it is later; never backwards."""
-        self._micros = max(self._micros, micros)
+        if micros > self._micros:
+            self._micros = micros
+            self._now = None
 
     def advance_to(self, moment: datetime) -> None:
         """Move to ``moment`` if it is later; never backwards."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, cast
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import attrs
 
@@ -118,10 +119,14 @@ class SimWorld:
         """The store's capabilities."""
         return self.store.capabilities
 
-    @property
-    def clock(self) -> SimClock:
-        """The virtual clock."""
-        return self._clock
+    if TYPE_CHECKING:
+
+        @property
+        def clock(self) -> SimClock:
+            """The virtual clock."""
+
+    else:  # the same read-only property, its getter in C (the runtime reads it at every step)
+        clock = property(attrgetter("_clock"), doc="The virtual clock.")
 
     async def close(self) -> None:
         """Nothing: the simulation closes the store it built."""
