@@ -89,6 +89,15 @@ def _resolve_scheduler(scheduler: str | Scheduling) -> Scheduling:
     return scheduler
 
 
+def swarm_subset(faults: Sequence[str], mask: int) -> tuple[str, ...]:
+    """The fault kinds an example enables: ``faults[i]`` where bit ``i`` of ``mask`` is set.
+
+    Over ``range(2 ** len(faults))`` every subset once (a coin per kind, in one draw);
+    0 enables none, the shrink target.
+    """
+    return tuple(kind for i, kind in enumerate(faults) if mask >> i & 1)
+
+
 def probe(
     workflow: Callable[..., Any],
     config: ExampleConfig,
@@ -337,8 +346,7 @@ def explore(
             # as likely as with a coin per kind, 0 (none) is where it shrinks, and one
             # draw costs Hypothesis a seventh of seven coins (its per-draw work, in the
             # example and when it generates the next prefix, is most of its cost).
-            mask = int(conjecture.draw_integer(0, (1 << len(faults)) - 1))
-            enabled = tuple(k for i, k in enumerate(faults) if mask >> i & 1)
+            enabled = swarm_subset(faults, int(conjecture.draw_integer(0, (1 << len(faults)) - 1)))
         else:
             enabled = faults
         hook_points = tuple(draw(points + 1) for _ in hook_pairs)
