@@ -342,10 +342,11 @@ def explore(
                 return 0
 
         if swarm and faults:
-            # The swarm subset in one draw: bit i enables faults[i].  Every subset is
-            # as likely as with a coin per kind, 0 (none) is where it shrinks, and one
-            # draw costs Hypothesis a seventh of seven coins (its per-draw work, in the
-            # example and when it generates the next prefix, is most of its cost).
+            # The swarm subset in one draw: bit i enables faults[i] (the subsets of a
+            # coin per kind, each bit about as likely; 0, none, is where it shrinks).
+            # A coin per kind cost Hypothesis ~1M instructions an example: it walks
+            # its tree of choices seen one node per draw to find the next new prefix,
+            # and nine coins at the root made that walk nine nodes deep.
             enabled = swarm_subset(faults, int(conjecture.draw_integer(0, (1 << len(faults)) - 1)))
         else:
             enabled = faults
