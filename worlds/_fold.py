@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -120,22 +120,38 @@ def created_running(created: Event, started: Event) -> StepRecord:
     Equal to folding the two events one after the other (a batch carries this pair
     every time a step is born running); it skips building the pending record between.
     """
-    data = created.data._items  # a dict's lookups, without Payload's Python-level ones
     assert created.correlation_id is not None
-    at = started.created_at
-    return _step_at(
+    return running_step(
         created.run_id,
         created.correlation_id,
+        created.data._items,  # a dict's lookups, without Payload's Python-level ones
+        created.created_at,
+        started.created_at,
+    )
+
+
+def running_step(
+    run_id: str, step_id: str, data: dict[str, Any], created_at: datetime, started_at: datetime
+) -> StepRecord:
+    """A step born running: created at ``created_at`` with ``data`` (the ``step_created``
+    event's items), its first attempt started at ``started_at``.
+
+    The fold's :func:`created_running` and the guards' plan of a batch that creates and
+    starts a step both build it here.
+    """
+    return _step_at(
+        run_id,
+        step_id,
         data["step_name"],
         _RUNNING,
         data["input"],
         1,
-        created.created_at,
-        at,
+        created_at,
+        started_at,
         None,
         None,
         None,
-        at,
+        started_at,
         None,
         data.get("inline", False),
     )

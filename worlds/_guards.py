@@ -57,7 +57,7 @@ from ._events import (
     Types,
     _owned,
 )
-from ._fold import STEP_CHANGES, apply, created_step
+from ._fold import STEP_CHANGES, apply, created_step, running_step
 
 __all__ = [
     "BATCH_FORBIDDEN",
@@ -77,8 +77,6 @@ _event = twin_builder(Event, converted=True)
 #: The same by position (every field, in order): what the hot planners call.
 _event_at = twin_builder(Event, converted=True, positional=True)
 _snapshot = builder(Snapshot)
-#: A step through its twin (see ``_entities.twin``): 14 fields, by position.
-_step_at = twin_builder(StepRecord, positional=True)
 
 # The members the hot planners test, as module globals: on 3.11 an attribute of a
 # class (``T.STEP_CREATED``) is looked up through the type on every read, about
@@ -389,27 +387,8 @@ def _plan_step_created(
                 extra.first("attempt", 1) if extra._items else _FIRST_ATTEMPT,
             )
         )
-        # created_running(event, start), inlined: both events are created ``at``.
-        # StepRecord's fields in order: run_id, step_id, step_name, status, input,
-        # attempt, created_at, updated_at, output, error, retry_after, started_at,
-        # completed_at, inline.
-        items = data._items
-        step = _step_at(
-            run_id,
-            cid,
-            items["step_name"],
-            _STEP_RUNNING,
-            items["input"],
-            1,
-            at,
-            at,
-            None,
-            None,
-            None,
-            at,
-            None,
-            items.get("inline", False),
-        )
+        # created_running(event, start) without the events: both are created ``at``.
+        step = running_step(run_id, cid, data._items, at, at)
     steps[cid] = step
     plan.touched = step
 
