@@ -170,6 +170,7 @@ class PostgresQueue(_Facet):
             now = w._clock.now()
             now_us = to_micros(now)
             after: tuple[int, int] | None = None
+            seen: list[str] = []
             while True:
                 cur = await conn.execute(
                     f"SELECT {MESSAGE_COLUMNS}, due_at, ord FROM messages WHERE due_at <= %s "
@@ -181,6 +182,7 @@ class PostgresQueue(_Facet):
                 rows = await cur.fetchall()
                 for row in rows:
                     message = _message_from_row(row)
+                    seen.append(message.message_id)
                     if message.orchestrator:
                         busy = await self._run_busy(conn, message, now_us)
                         if busy is not None:
@@ -209,18 +211,35 @@ class PostgresQueue(_Facet):
                         lease_expires_at=expires,
                     )
                 if len(rows) < _CLAIM_BATCH:
+                    if not contended:
+                        contended = await self._skipped_locked(conn, now_us, queue_prefix, seen)
                     return None
                 after = (rows[-1][9], rows[-1][10])
 
         # "Nothing due" must not be the answer while a due message was only skipped
-        # because another claim was deciding for its run at that instant (that claim
-        # may leave it): look again once that short transaction has ended.
+        # because another claim was deciding for it or for its run at that instant
+        # (that claim may leave it): look again once that short transaction has ended.
         for attempt in range(_CONTENDED_RETRIES + 1):
             delivery = await w._transact(body)
             if delivery is not None or not contended:
                 return delivery
             await asyncio.sleep(0.001 * (attempt + 1))
         return None
+
+    async def _skipped_locked(
+        self, conn: Conn, now_us: int, queue_prefix: str, seen: list[str]
+    ) -> bool:
+        """Whether a due message the scan did not see is there: ``FOR UPDATE SKIP LOCKED``
+        passed it over because another claim held its row while deciding (it may be
+        deciding that the message's run is leased and leave it), or it was committed
+        after the scan began. Either way "nothing due" would be wrong now.
+        """
+        cur = await conn.execute(
+            "SELECT 1 FROM messages WHERE due_at <= %s AND left(queue_name, %s) = %s "
+            "AND NOT (message_id = ANY(%s)) LIMIT 1",
+            (now_us, len(queue_prefix), queue_prefix, seen),
+        )
+        return await cur.fetchone() is not None
 
     async def _run_busy(self, conn: Conn, message: Message, now_us: int) -> str | None:
         """Why the message's run cannot take another orchestrator delivery now, or ``None``.

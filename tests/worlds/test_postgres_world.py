@@ -103,6 +103,50 @@ async def test_claims_under_contention_never_hand_a_message_out_twice(dsn: str) 
         await world.close()
 
 
+async def test_a_claim_that_skips_a_row_another_claim_holds_looks_again(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``FOR UPDATE SKIP LOCKED`` passes over a row another claim holds while it
+    decides (say, that the row's run is leased, after which it leaves the row): the
+    claim that skipped it must not answer "nothing due" while the row stays due.
+
+    The other claim is a transaction holding the row's lock; it ends (leaving the
+    row as it was) right after the claim under test has found nothing else, which
+    is the instant the race needs.
+    """
+    schema = new_schema()
+    world = await PostgresWorld(dsn, schema=schema).open()
+    try:
+        message_id = await world.queue.enqueue("work", b"held")
+        holder = await psycopg.AsyncConnection.connect(dsn)
+        try:
+            await holder.execute(
+                f"SELECT 1 FROM {schema}.messages WHERE message_id = %s FOR UPDATE",
+                (message_id,),
+            )
+            queue = type(world.queue)
+            skipped = queue._skipped_locked
+            answers: list[bool] = []
+
+            async def then_release(self: Any, *args: Any) -> bool:
+                answer = await skipped(self, *args)
+                answers.append(answer)
+                if len(answers) == 1:
+                    await holder.rollback()  # the other claim decides to leave the row
+                return answer
+
+            monkeypatch.setattr(queue, "_skipped_locked", then_release)
+            delivery = await world.queue.claim()
+            assert answers[0] is True, "the skipped row was not noticed"
+            assert delivery is not None
+            assert delivery.message_id == message_id
+            assert await world.queue.claim() is None  # leased now: truly nothing due
+        finally:
+            await holder.close()
+    finally:
+        await world.close()
+
+
 async def test_orchestrator_messages_of_one_run_are_leased_one_at_a_time(dsn: str) -> None:
     schema = new_schema()
     worlds = [await PostgresWorld(dsn, schema=schema).open() for _ in range(4)]
