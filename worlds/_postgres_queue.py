@@ -53,6 +53,9 @@ MESSAGE_COLUMNS = (
 )
 #: Candidates a claim locks per round trip.
 _CLAIM_BATCH = 4
+#: A due message whose queue name starts with the prefix (parameters: now, the
+#: prefix's length, the prefix): what a claim scans for and what it looks for again.
+_DUE = "due_at <= %s AND left(queue_name, %s) = %s"
 #: Times a claim that found nothing but a run another claim was deciding looks again.
 _CONTENDED_RETRIES = 20
 #: How long an idle worker waits before trying again when it cannot LISTEN.
@@ -173,8 +176,7 @@ class PostgresQueue(_Facet):
             seen: list[str] = []
             while True:
                 cur = await conn.execute(
-                    f"SELECT {MESSAGE_COLUMNS}, due_at, ord FROM messages WHERE due_at <= %s "
-                    "AND left(queue_name, %s) = %s "
+                    f"SELECT {MESSAGE_COLUMNS}, due_at, ord FROM messages WHERE {_DUE} "
                     + ("AND (due_at, ord) > (%s, %s) " if after else "")
                     + "ORDER BY due_at, ord LIMIT %s FOR UPDATE SKIP LOCKED",
                     (now_us, len(queue_prefix), queue_prefix, *(after or ()), _CLAIM_BATCH),
@@ -235,8 +237,7 @@ class PostgresQueue(_Facet):
         after the scan began. Either way "nothing due" would be wrong now.
         """
         cur = await conn.execute(
-            "SELECT 1 FROM messages WHERE due_at <= %s AND left(queue_name, %s) = %s "
-            "AND NOT (message_id = ANY(%s)) LIMIT 1",
+            f"SELECT 1 FROM messages WHERE {_DUE} AND NOT (message_id = ANY(%s)) LIMIT 1",
             (now_us, len(queue_prefix), queue_prefix, seen),
         )
         return await cur.fetchone() is not None
