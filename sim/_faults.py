@@ -60,7 +60,7 @@ class Faults:
     def __init__(
         self, core: Scheduler, kinds: Sequence[str], *, odds: int, max_faults: int
     ) -> None:
-        unknown = set(kinds) - set(FAULT_KINDS)
+        unknown = set(kinds).difference(FAULT_KINDS)
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}: choose from {FAULT_KINDS}")
         self.core = core

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Awaitable, Callable
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -106,13 +106,16 @@ class SimWorld:
     ) -> None:
         self.store = store
         self._clock = clock
-        self.runs = cast(RunsFacet, _Facet(interceptor, "runs", store.runs))
-        self.steps = cast(StepsFacet, _Facet(interceptor, "steps", store.steps))
-        self.events = cast(EventsFacet, _Facet(interceptor, "events", store.events))
-        self.hooks = cast(HooksFacet, _Facet(interceptor, "hooks", store.hooks))
-        self.waits = cast(WaitsFacet, _Facet(interceptor, "waits", store.waits))
-        self.queue = cast(QueueFacet, _Facet(interceptor, "queue", queue))
-        self.streams = cast(StreamsFacet, _Facet(interceptor, "streams", store.streams))
+        # Each forwarder stands in for the facet it wraps, typed as that facet (through
+        # Any rather than seven cast() calls a Sim).
+        facet: Any = _Facet
+        self.runs: RunsFacet = facet(interceptor, "runs", store.runs)
+        self.steps: StepsFacet = facet(interceptor, "steps", store.steps)
+        self.events: EventsFacet = facet(interceptor, "events", store.events)
+        self.hooks: HooksFacet = facet(interceptor, "hooks", store.hooks)
+        self.waits: WaitsFacet = facet(interceptor, "waits", store.waits)
+        self.queue: QueueFacet = facet(interceptor, "queue", queue)
+        self.streams: StreamsFacet = facet(interceptor, "streams", store.streams)
 
     @property
     def capabilities(self) -> Capabilities:
