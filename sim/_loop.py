@@ -105,6 +105,10 @@ class SimLoop(asyncio.SelectorEventLoop):
         # Timers due within this much of now fire; the clock counts microseconds.
         self._clock_resolution = 1e-6
         self._housekeeping: weakref.WeakSet[asyncio.TimerHandle] = weakref.WeakSet()
+        #: A done future: what a task resumed before it waited awaits (shared by every
+        #: Sim on this loop: awaiting a done future adds nothing to it).
+        self.released: asyncio.Future[None] = self.create_future()
+        self.released.set_result(None)
         #: What a new loop looks like, to tell whether a used one is as new (reusable):
         #: its attribute names in order (a tuple compares faster than a set; attributes
         #: deleted and set again, which asyncio never does, only cost the reuse).

@@ -189,8 +189,7 @@ class Scheduler:
         self.stuck: StuckCode | None = None
         self._parked: dict[int, Parked] = {}
         #: The future of a task resumed before it waited (done: awaiting it goes on).
-        self._released: asyncio.Future[None] = self.loop.create_future()
-        self._released.set_result(None)
+        self._released: asyncio.Future[None] = self.loop.released
         self._watches: list[Watch] = []
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._ordinal = 0
