@@ -129,9 +129,10 @@ class CallLog:
             writer = default
             cid = event.correlation_id
             if several and cid and event.type._value_ in _OUTCOMES:
-                # Keyed by the writers' identity (no Writer hashed): the entry keeps
-                # them, and is used only for that very tuple.
-                key = (id(writers), cid)
+                # Keyed by plain values (no Writer hashed; no id(), which the runtime's
+                # audit hook sees): the entry keeps the writers, and is used only for
+                # that very tuple.
+                key = (cid, writers[-1].run_id, writers[-1].delivery)
                 seen = _OUTCOME_WRITER.get(key)
                 if seen is not None and seen[0] is writers:
                     step = seen[1]
@@ -169,8 +170,8 @@ _build_point = builder(Point)
 
 
 #: committed(): the writer of a step's outcome among a call's writers (None: the default),
-#: by (id of the writers, correlation id): (those writers, the writer).
-_OUTCOME_WRITER: dict[tuple[int, str], tuple[tuple[Writer, ...], Writer | None]] = {}
+#: by (correlation id, the last writer's run and delivery): (those writers, the writer).
+_OUTCOME_WRITER: dict[tuple[str, str | None, int], tuple[tuple[Writer, ...], Writer | None]] = {}
 
 
 def make_point(fields: tuple[Any, ...]) -> Point:

@@ -217,9 +217,20 @@ def _reusable(loop: SimLoop) -> bool:
         return False
     if state["_ready"] or state["_asyncgens"] or state["_current_handle"] is not None:
         return False
-    if any(state[name] is not None for name in _UNSET):
+    # Loop attributes a new loop has unset, then containers it has empty (written out:
+    # a generator per check costs more than the checks).
+    if (
+        state["_exception_handler"] is not None
+        or state["_task_factory"] is not None
+        or state["_default_executor"] is not None
+    ):
         return False
-    if any(state.get(name) for name in _EMPTY) or state["_executor_shutdown_called"]:
+    if (
+        state.get("_signal_handlers")
+        or state.get("_transports")
+        or state.get("_unix_server_sockets")
+        or state["_executor_shutdown_called"]
+    ):
         return False
     if state["_coroutine_origin_tracking_enabled"]:
         return False
@@ -232,13 +243,8 @@ def _reusable(loop: SimLoop) -> bool:
     scheduled.clear()
     state["_timer_cancelled_count"] = 0
     state["_asyncgens_shutdown_called"] = False
-    loop._housekeeping = weakref.WeakSet()
+    loop._housekeeping.clear()
     return True
-
-
-#: Loop attributes a new loop has unset, and containers it has empty.
-_UNSET = ("_exception_handler", "_task_factory", "_default_executor")
-_EMPTY = ("_signal_handlers", "_transports", "_unix_server_sockets")
 
 
 def _forget_inherited() -> None:

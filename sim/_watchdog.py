@@ -126,7 +126,8 @@ class _Watchdog:
         with self._lock:
             if guard in self._guards:
                 self._guards.remove(guard)
-            if id(guard) in self._fired:
+            # (id() only when something fired: the runtime's audit hook sees every id().)
+            if self._fired and id(guard) in self._fired:
                 _clear_in(guard.thread_id, None)
                 self._fired.discard(id(guard))
 
