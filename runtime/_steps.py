@@ -35,6 +35,7 @@ from durasim.worlds import EventRequest
 from durasim.worlds._build import builder
 from durasim.worlds._events import step_completed_request
 
+from . import _otel
 from ._authoring import StepDef, with_closure
 from ._determinism import wall_monotonic, wall_perf_counter
 from ._errors import passes_through
@@ -152,7 +153,8 @@ def attempt_runner() -> Callable[..., Coroutine[Any, Any, StepOutcome]]:
     The attempt's own coroutine function without tracing (no frame in between),
     else the one that wraps it in a span.
     """
-    return _execute_step if not tracing_enabled() else _traced
+    # tracing_enabled(), read without its call (once a step)
+    return _execute_step if _otel._tracer is None else _traced
 
 
 async def _traced(

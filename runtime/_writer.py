@@ -45,7 +45,7 @@ class _Lock(asyncio.Lock):
 
     (``acquire()`` is a coroutine to create and await; free and with nobody
     waiting, it only sets ``_locked``.  Every Python from 3.11 to 3.14 has these
-    two fields.)
+    two fields.)  :meth:`InBandWriter.write_batch` (once a step) has both inlined.
     """
 
     _locked: bool
@@ -114,8 +114,11 @@ class InBandWriter:
     ) -> tuple[Event, ...]:
         """In-band events at consecutive positions, atomically."""
         lock = self.lock
-        if not lock.take():
+        # lock.take(), inlined (once a step): free and with nobody waiting, only mark it
+        if lock._locked or lock._waiters:
             await lock.acquire()
+        else:
+            lock._locked = True
         try:
             events = self.events
             try:
@@ -143,7 +146,11 @@ class InBandWriter:
                     replay.take(mine)
             return mine
         finally:
-            lock.give()
+            # lock.give(), inlined
+            if lock._waiters:
+                lock.release()
+            else:
+                lock._locked = False
 
     def _absorb(self, unseen: tuple[Event, ...], mine: tuple[Event, ...]) -> None:
         if unseen:
