@@ -112,7 +112,8 @@ def deployment_of(definition: WorkflowDef) -> str | None:
     ``DURASIM_DEPLOYMENT`` when set, else ``src-<hash>`` of the source file of
     the module that defines the workflow.
     """
-    explicit = os.environ.get(DEPLOYMENT_ENV)
+    # Unset or empty in the store: no os.environ.get (a few calls, once a run).
+    explicit = os.environ.get(DEPLOYMENT_ENV) if _stored_deployment_env() else None
     if explicit:
         return check_deployment_id(explicit, where=f"${DEPLOYMENT_ENV}")
     return _module_source_id(getattr(definition.fn, "__module__", "") or "")

@@ -130,6 +130,8 @@ class WaitStatuses:
 
 
 def _frozen_attrs(value: Mapping[str, str] | None) -> Payload:
+    if type(value) is Payload:  # immutable: kept as it is (each copy of a record passes it)
+        return value
     return Payload(value or {})
 
 

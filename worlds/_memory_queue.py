@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from ._build import copier
 from ._checks import (
     check_chunks,
     check_delay,
@@ -99,6 +100,10 @@ class StreamBuffer:
     closed: bool = False
 
 
+#: ``attrs.evolve(message, attempt=...)`` without its generic loop (once a claim).
+_redelivered = copier(Message, "attempt")
+
+
 class _Facet(WorldFacet["MemoryWorld"]):
     """A facet of the MemoryWorld (:mod:`._facet`: it holds its World weakly)."""
 
@@ -165,7 +170,7 @@ class MemoryQueue(_Facet):
                 if w._max_deliveries is not None and message.attempt >= w._max_deliveries:
                     self._dead_letter(slot)
                     continue
-                message = attrs.evolve(message, attempt=message.attempt + 1)
+                message = _redelivered(message, message.attempt + 1)
                 slot.set_message(message)
                 slot.lease_id = w._ids.new_id("lease")
                 expires = moment + timedelta(seconds=lease)

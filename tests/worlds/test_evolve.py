@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
+from typing import Any
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from durasim.worlds import (
     EPOCH,
     HookRecord,
     HookStatus,
+    Message,
+    Payload,
     RunRecord,
     RunStatus,
     StepRecord,
@@ -19,6 +24,7 @@ from durasim.worlds import (
     WaitStatus,
 )
 from durasim.worlds._entities import evolve
+from durasim.worlds._memory_queue import _redelivered
 
 LATER = EPOCH + timedelta(seconds=5)
 
@@ -83,3 +89,47 @@ def test_a_change_is_seen_and_the_rest_kept() -> None:
     step = evolve(ENTITIES[1], status=StepStatus.RUNNING, attempt=1, updated_at=LATER)
     assert (step.status, step.attempt, step.updated_at) == (StepStatus.RUNNING, 1, LATER)
     assert (step.step_id, step.input, step.created_at) == ("step//m//s#1", b"dj1:\x01[]", EPOCH)
+
+
+_texts = st.text(max_size=8)
+_maybe_texts = st.none() | _texts
+_moments = st.datetimes(timezones=st.just(UTC))
+
+
+@given(
+    st.builds(
+        Message,
+        message_id=_texts,
+        queue_name=_texts,
+        payload=st.binary(max_size=8),
+        available_at=_moments,
+        enqueued_at=_moments,
+        attempt=st.integers(0, 99),
+        run_id=_maybe_texts,
+        orchestrator=st.booleans(),
+        idempotency_key=_maybe_texts,
+    ),
+    st.integers(0, 99),
+)
+def test_a_claim_copies_its_message_as_evolve_does(message: Message, attempt: int) -> None:
+    copy = _redelivered(message, attempt)
+    expected = attrs.evolve(message, attempt=attempt)
+    assert type(copy) is Message
+    assert copy == expected
+    assert attrs.asdict(copy, recurse=False) == attrs.asdict(expected, recurse=False)
+
+
+@given(
+    st.one_of(
+        st.none(),
+        st.dictionaries(_texts, _texts, max_size=3),
+        st.dictionaries(_texts, _texts, max_size=3).map(Payload),
+    )
+)
+def test_a_run_keeps_a_payload_of_attributes_as_it_is(attributes: Any) -> None:
+    run = attrs.evolve(ENTITIES[0], attributes=attributes)
+    assert type(run.attributes) is Payload
+    assert run.attributes == Payload(attributes or {})
+    copied = evolve(run, updated_at=LATER)
+    assert copied.attributes is run.attributes  # immutable: shared, as before its items were
+    assert copied == attrs.evolve(run, updated_at=LATER)
