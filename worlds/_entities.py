@@ -129,8 +129,14 @@ class WaitStatuses:
     RELEASED: Final = WaitStatus.RELEASED
 
 
-def _frozen_attrs(value: Mapping[str, str] | None) -> Payload:
-    if type(value) is Payload:  # immutable: kept as it is (each copy of a record passes it)
+def frozen_attributes(value: Mapping[str, str] | None) -> Payload:
+    """A run's attributes as :class:`RunRecord` holds them (its converter).
+
+    A Payload comes back as it is (immutable: each copy of a run passes it on);
+    the fold copies a run through ``twin_copier(..., converted=True)``, which
+    relies on that.
+    """
+    if type(value) is Payload:
         return value
     return Payload(value or {})
 
@@ -154,7 +160,7 @@ class RunRecord:
     error: bytes | None = None
     error_code: str | None = None
     cancel_reason: str | None = None
-    attributes: Payload = attrs.field(factory=Payload, converter=_frozen_attrs)
+    attributes: Payload = attrs.field(factory=Payload, converter=frozen_attributes)
     started_at: datetime | None = None
     completed_at: datetime | None = None
 
@@ -512,13 +518,23 @@ def twin_builder(
     return _twin_compile(cls, "build", "*, " + ", ".join(names), body, defaults)  # type: ignore[arg-type]
 
 
-def twin_copier(cls: Callable[..., _E], *changed: str) -> Callable[..., _E]:
+def twin_copier(
+    cls: Callable[..., _E], *changed: str, converted: bool = False
+) -> Callable[..., _E]:
     """``copy(value, *new_values)``: ``attrs.evolve(value, **dict(zip(changed, new_values)))``
-    through the twin."""
-    fields = _twin_fields(cls)  # type: ignore[arg-type]
+    through the twin.
+
+    With ``converted`` the class may have converters, on fields not changed only:
+    those keep the value ``__init__`` converted when it built ``value``, which
+    ``attrs.evolve`` passes through the converter again.  So only for a converter
+    that gives back its own result unchanged (``conv(conv(x)) is conv(x)``).
+    """
+    fields = _twin_fields(cls, converted=converted)  # type: ignore[arg-type]
     unknown = sorted(set(changed) - {a.name for a in fields})
     if unknown:
         raise TypeError(f"{cls!r} has no field(s) {unknown}")
+    if any(a.converter for a in fields if a.name in changed):
+        raise TypeError(f"{cls!r}: a changed field has a converter (it would not run)")
     body = "".join(
         f"    n.{a.name} = {a.name if a.name in changed else 'v.' + a.name}\n" for a in fields
     )

@@ -25,6 +25,7 @@ from ._entities import (
     WaitRecord,
     WaitStatuses,
     evolve,
+    frozen_attributes,
     twin_builder,
     twin_copier,
 )
@@ -157,6 +158,33 @@ def running_step(
     )
 
 
+#: A run's creation, start and end through its twin: ``RunRecord(...)`` and ``evolve``
+#: go through ``__init__`` (a frozen store per field, the converter), about 50k
+#: instructions each.  The creation calls the converter of ``attributes`` itself; a
+#: copy keeps the converted value (the converter is idempotent: see ``twin_copier``).
+_new_run = twin_builder(RunRecord, converted=True)
+_run_start = twin_copier(
+    RunRecord,
+    "status",
+    "started_at",
+    "output",
+    "error",
+    "error_code",
+    "completed_at",
+    "updated_at",
+    converted=True,
+)
+_run_end = twin_copier(
+    RunRecord,
+    "status",
+    "output",
+    "error",
+    "error_code",
+    "cancel_reason",
+    "completed_at",
+    "updated_at",
+    converted=True,
+)
 _start = twin_copier(StepRecord, "status", "attempt", "retry_after", "started_at", "updated_at")
 _retry = twin_copier(StepRecord, "status", "error", "retry_after", "updated_at")
 _complete = twin_copier(StepRecord, "status", "output", "completed_at", "updated_at")
@@ -215,14 +243,15 @@ def apply(
     kind = event.type
     if kind is T.RUN_CREATED:
         attributes = {k: v for k, v in data.get("attributes", ()) if v is not None}
-        created = RunRecord(
+        # RunRecord(...) through its twin, the converter of ``attributes`` called here
+        created = _new_run(
             run_id=event.run_id,
             workflow_name=data["workflow_name"],
             status=RunStatuses.PENDING,
             input=data["input"],
             deployment_id=data.get("deployment_id"),
             execution_context=data.get("execution_context"),
-            attributes=attributes,
+            attributes=frozen_attributes(attributes),
             created_at=at,
             updated_at=at,
         )
@@ -230,31 +259,25 @@ def apply(
     if run is None:
         return None, [], [], []
     if kind is T.RUN_STARTED:
-        return (
-            evolve(
-                run,
-                status=RunStatuses.RUNNING,
-                started_at=run.started_at or at,
-                output=None,
-                error=None,
-                error_code=None,
-                completed_at=None,
-                updated_at=at,
-            ),
-            [],
-            [],
-            [],
+        # evolve(run, status=, started_at=, output=, error=, error_code=, completed_at=,
+        # updated_at=)
+        started = _run_start(
+            run, RunStatuses.RUNNING, run.started_at or at, None, None, None, None, at
         )
+        return started, [], [], []
     if kind in RUN_TERMINAL_TYPES:
-        done = evolve(
+        # evolve(run, status=, output=, error=, error_code=, cancel_reason=,
+        # completed_at=, updated_at=)
+        get = data.get
+        done = _run_end(
             run,
-            status=_TERMINAL_STATUS[kind],
-            output=data.get("output"),
-            error=data.get("error"),
-            error_code=data.get("error_code"),
-            cancel_reason=data.get("reason"),
-            completed_at=at,
-            updated_at=at,
+            _TERMINAL_STATUS[kind],
+            get("output"),
+            get("error"),
+            get("error_code"),
+            get("reason"),
+            at,
+            at,
         )
         hooks, waits = _release(active_hooks, waiting_waits, at)
         return done, [], hooks, waits

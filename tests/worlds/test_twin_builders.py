@@ -19,7 +19,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durasim.worlds import StepRecord, StepStatus, _fold, _guards
+from durasim.worlds import (
+    Payload,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    StepStatus,
+    _fold,
+    _guards,
+)
 from durasim.worlds._entities import Snapshot, twin, twin_builder, twin_copier
 from durasim.worlds._events import Event, EventRequest, EventType
 from durasim.worlds._fold import STEP_CHANGES
@@ -251,3 +259,109 @@ def test_positional_builder_takes_every_field_and_no_keyword() -> None:
         build(*["x"] * (width - 1))  # no default: every field is given
     with pytest.raises(TypeError):
         build(run_id="r")
+
+
+_runs = st.builds(
+    RunRecord,
+    run_id=_text,
+    workflow_name=_text,
+    status=st.sampled_from(RunStatus),
+    input=st.binary(max_size=8),
+    created_at=_times,
+    updated_at=_times,
+    deployment_id=st.none() | _text,
+    execution_context=st.none() | st.binary(max_size=8),
+    output=st.none() | st.binary(max_size=8),
+    error=st.none() | st.binary(max_size=8),
+    error_code=st.none() | _text,
+    cancel_reason=st.none() | _text,
+    attributes=st.none()
+    | st.dictionaries(_text, _text, max_size=3)
+    | st.dictionaries(_text, _text, max_size=3).map(Payload),
+    started_at=st.none() | _times,
+    completed_at=st.none() | _times,
+)
+
+
+#: A field a request may carry (printable ASCII: no NUL, which a request refuses).
+_field_text = st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1, max_size=12)
+
+
+@given(_runs, _times, st.binary(max_size=8), _field_text)
+def test_fold_run_changes_equal_evolve(run: RunRecord, at: datetime, blob: bytes, why: str) -> None:
+    """The fold's run start and ends (twin copiers) against attrs.evolve."""
+    kinds: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+        "run_started": (
+            {},
+            {
+                "status": RunStatus.RUNNING,
+                "started_at": run.started_at or at,
+                "output": None,
+                "error": None,
+                "error_code": None,
+                "completed_at": None,
+            },
+        ),
+        "run_completed": ({"output": blob}, {"status": RunStatus.COMPLETED, "output": blob}),
+        "run_failed": (
+            {"error": blob, "error_code": why},
+            {"status": RunStatus.FAILED, "error": blob, "error_code": why},
+        ),
+        "run_cancelled": ({"reason": why}, {"status": RunStatus.CANCELLED, "cancel_reason": why}),
+    }
+    for kind, (data, changed) in kinds.items():
+        request = EventRequest.of(kind, **data)
+        event = Event(run_id=run.run_id, seq=2, type=request.type, created_at=at, data=request.data)
+        changes = changed
+        if kind != "run_started":
+            changes = {
+                "output": None,
+                "error": None,
+                "error_code": None,
+                "cancel_reason": None,
+                **changed,
+                "completed_at": at,
+            }
+        expected = attrs.evolve(run, updated_at=at, **changes)
+        folded, _, _, _ = _fold.apply(event, run=run)
+        _same(folded, expected)
+        assert folded.attributes is run.attributes
+
+
+def test_a_converted_copier_refuses_to_change_a_converted_field() -> None:
+    with pytest.raises(TypeError, match="converter"):
+        twin_copier(RunRecord, "attributes", converted=True)
+    with pytest.raises(TypeError, match="attributes"):
+        twin_copier(RunRecord, "status")
+
+
+@given(
+    _text,
+    _times,
+    st.fixed_dictionaries(
+        {"workflow_name": _text, "input": st.binary(max_size=8)},
+        optional={
+            "deployment_id": _text,
+            "execution_context": st.binary(max_size=8),
+            "attributes": st.lists(st.tuples(_text, st.none() | _text), max_size=3).map(tuple),
+        },
+    ),
+)
+def test_fold_run_creation_equals_init(run_id: str, at: datetime, data: dict[str, Any]) -> None:
+    """The fold's new run (twin builder) against ``RunRecord(...)``."""
+    event = Event(
+        run_id=run_id, seq=1, type=EventType.RUN_CREATED, created_at=at, data=Payload(data)
+    )
+    expected = RunRecord(
+        run_id=run_id,
+        workflow_name=data["workflow_name"],
+        status=RunStatus.PENDING,
+        input=data["input"],
+        deployment_id=data.get("deployment_id"),
+        execution_context=data.get("execution_context"),
+        attributes={k: v for k, v in data.get("attributes", ()) if v is not None},
+        created_at=at,
+        updated_at=at,
+    )
+    folded, _, _, _ = _fold.apply(event, run=None)
+    _same(folded, expected)
