@@ -40,7 +40,6 @@ from durasim.runtime.lowlevel import DEFAULT_LEASE_SECONDS
 from durasim.sim import FAULT_KINDS, QUEUE_MODES, FifoChoices, Sim
 from durasim.worlds import Event, WorldFactory, check_factory
 
-from ._collector import fewer_young_collections
 from ._example import ExampleReport, Property, run_example
 from ._results import ExploreFailure, ExploreResult, ExploreStats
 from ._schedulers import PCTScheduler, RandomScheduler, RecordingSource, Scheduling
@@ -435,44 +434,43 @@ def explore(
         # tree of choices seen): a long exploration is run as a series of
         # Hypothesis runs of at most ``batch_examples`` each, so memory stays
         # flat; batch b of a seeded exploration uses seed + b * 1_000_003.
-        with fewer_young_collections():
-            batch = 0
-            remaining = max_examples
-            while remaining > 0 and failure is None and not stats.budget_spent:
-                size = min(remaining, max(1, batch_examples))
-                test = settings(
-                    max_examples=size,
-                    deadline=None,
-                    database=None,
-                    derandomize=False,
-                    phases=phases,
-                    verbosity=Verbosity.quiet,
-                    suppress_health_check=list(HealthCheck),
-                    report_multiple_bugs=False,
-                    print_blob=False,
-                )(given(st.data())(one))
-                if seed is not None:
-                    test = hypothesis_seed(seed + batch * 1_000_003)(test)
-                before = stats.examples
-                try:
-                    test()
-                except _BudgetSpent:
-                    break
-                except (_Found, _FoundStuck) as exc:
-                    failure = _failure(exc.report, workflow)
-                except Flaky as exc:
-                    last = found[-1] if found else None
-                    if last is None:
-                        raise
-                    detail = f"the failure did not happen again when replayed: {exc}"
-                    failure = _failure(
-                        attrs.evolve(last, failures=(("determinism", detail), *last.failures)),
-                        workflow,
-                    )
-                if stats.examples - before < size:
-                    break  # Hypothesis ran out of distinct examples: more batches repeat them
-                remaining -= size
-                batch += 1
+        batch = 0
+        remaining = max_examples
+        while remaining > 0 and failure is None and not stats.budget_spent:
+            size = min(remaining, max(1, batch_examples))
+            test = settings(
+                max_examples=size,
+                deadline=None,
+                database=None,
+                derandomize=False,
+                phases=phases,
+                verbosity=Verbosity.quiet,
+                suppress_health_check=list(HealthCheck),
+                report_multiple_bugs=False,
+                print_blob=False,
+            )(given(st.data())(one))
+            if seed is not None:
+                test = hypothesis_seed(seed + batch * 1_000_003)(test)
+            before = stats.examples
+            try:
+                test()
+            except _BudgetSpent:
+                break
+            except (_Found, _FoundStuck) as exc:
+                failure = _failure(exc.report, workflow)
+            except Flaky as exc:
+                last = found[-1] if found else None
+                if last is None:
+                    raise
+                detail = f"the failure did not happen again when replayed: {exc}"
+                failure = _failure(
+                    attrs.evolve(last, failures=(("determinism", detail), *last.failures)),
+                    workflow,
+                )
+            if stats.examples - before < size:
+                break  # Hypothesis ran out of distinct examples: more batches repeat them
+            remaining -= size
+            batch += 1
     finally:
         pop(reach)
         stats.seconds = time.monotonic() - started
