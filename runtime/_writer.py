@@ -45,7 +45,7 @@ class _Lock(asyncio.Lock):
 
     (``acquire()`` is a coroutine to create and await; free and with nobody
     waiting, it only sets ``_locked``.  Every Python from 3.11 to 3.14 has these
-    two fields.)  :meth:`InBandWriter.write_batch` (once a step) has both inlined.
+    two fields.)
     """
 
     _locked: bool
@@ -114,11 +114,8 @@ class InBandWriter:
     ) -> tuple[Event, ...]:
         """In-band events at consecutive positions, atomically."""
         lock = self.lock
-        # lock.take(), inlined (once a step): free and with nobody waiting, only mark it
-        if lock._locked or lock._waiters:
+        if not lock.take():
             await lock.acquire()
-        else:
-            lock._locked = True
         try:
             events = self.events
             try:
@@ -146,11 +143,7 @@ class InBandWriter:
                     replay.take(mine)
             return mine
         finally:
-            # lock.give(), inlined
-            if lock._waiters:
-                lock.release()
-            else:
-                lock._locked = False
+            lock.give()
 
     def _absorb(self, unseen: tuple[Event, ...], mine: tuple[Event, ...]) -> None:
         if unseen:
