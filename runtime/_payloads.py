@@ -147,6 +147,12 @@ class RunPayloads:
         self._refused: set[str] = set()
         self._computed: dict[str, bytes] = {}
         self._indexed: set[str] = set()  # records the writer holds (encoded or decoded)
+        #: ``(data, value)``: the last step result of JSON scalars encoded in this process
+        #: for this run (``data`` is ``plain_scalar(value)``), set by the step's attempt.
+        #: :meth:`decode_record` of those very bytes (the same object) gives ``value``
+        #: without decoding it: what ``loads_plain`` would give (an equal scalar of the
+        #: same type), once; any other bytes are decoded.
+        self.plain_result: tuple[bytes, object] | None = None
         self._writer = FrozenValues(_Referable(self.records, self._refused), registry=registry)
         self._reader: FrozenValues | None = None
         #: correlation id -> (input bytes, args, kwargs) of plain calls encoded here.
@@ -286,7 +292,12 @@ class RunPayloads:
         self._indexed.add(key)
         # A plain record (a step's scalar result, the commonest) refers to nothing:
         # FrozenValues.deserialize's first branch, without its frame (the key taken).
-        value = loads_plain(data)
+        kept = self.plain_result
+        if kept is not None and kept[0] is data:  # the result this process just encoded
+            self.plain_result = None
+            value = kept[1]
+        else:
+            value = loads_plain(data)
         if value is not NOT_PLAIN:
             self._writer._loaded.add(key)
             return value

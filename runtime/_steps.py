@@ -308,6 +308,8 @@ async def _execute_step(
             WORKFLOW_METADATA.reset(workflow_token)
     scalar = plain_scalar(result)  # the common result: refers to nothing
     if scalar is not None:
+        if payloads is not None:  # the replay decodes these very bytes next: no need
+            payloads.plain_result = (scalar, result)
         return _outcome(request=step_completed_request(correlation_id, scalar))
     try:
         root = f"result of step {definition.name}"

@@ -77,6 +77,7 @@ _event = twin_builder(Event, converted=True)
 #: The same by position (every field, in order): what the hot planners call.
 _event_at = twin_builder(Event, converted=True, positional=True)
 _snapshot = builder(Snapshot)
+_event_result = builder(EventResult)
 
 # The members the hot planners test, as module globals: on 3.11 an attribute of a
 # class (``T.STEP_CREATED``) is looked up through the type on every read, about
@@ -198,7 +199,8 @@ class Plan:
     def result(self, unseen: tuple[Event, ...]) -> EventResult:
         """The answer to the single write this plan decided."""
         touched = self.touched
-        return EventResult(
+        # EventResult(...) without attrs' __init__ (a frozen set per field): once a write
+        return _event_result(
             event=self.events[0] if self.events else self.canonical,
             run=self.run,
             step=touched if isinstance(touched, StepRecord) else None,

@@ -67,6 +67,8 @@ __all__ = ["MemoryWorld"]
 
 
 _batch_result = builder(BatchResult)
+_snapshot = builder(Snapshot)
+_event_page = builder(EventPage)
 
 
 @attrs.define
@@ -297,10 +299,11 @@ class MemoryWorld:
 
 
 class _Facet(WorldFacet["MemoryWorld"]):
-    """A facet of the MemoryWorld (:mod:`._facet`: it holds its World weakly)."""
+    """A facet of the MemoryWorld (:mod:`._facet`: it holds its World weakly).
 
-    def __init__(self, world: MemoryWorld) -> None:
-        super().__init__(world)
+    ``WorldFacet.__init__`` itself, typed by the base's parameter: no ``__init__`` of
+    its own to call through ``super()`` (seven facets a World, one World a Sim).
+    """
 
 
 class _Runs(_Facet):
@@ -518,9 +521,9 @@ class _Events(_Facet):
         if type(after_seq) is not int or after_seq < 0:
             raise InvalidRequest(f"after_seq must be a non-negative int, got {after_seq!r}")
         record = self._w._record(run_id)
-        snapshot = Snapshot(seq=record.state.seq, seq_in_band=record.state.seq_in_band)
+        snapshot = _snapshot(seq=record.state.seq, seq_in_band=record.state.seq_in_band)
         events = record.events[after_seq : after_seq + limit]
-        return EventPage(
+        return _event_page(
             events=tuple(events),
             snapshot=snapshot,
             has_more=after_seq + len(events) < len(record.events),

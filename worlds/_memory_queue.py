@@ -30,7 +30,7 @@ from ._time import from_micros, to_micros
 _QUEUE_LOCK = threading.Lock()
 
 if TYPE_CHECKING:
-    from ._memory import MemoryWorld
+    from ._memory import MemoryWorld  # noqa: F401 -- named as a string in _Facet's base
 
 __all__ = [
     "NEVER",
@@ -105,10 +105,11 @@ _redelivered = copier(Message, "attempt")
 
 
 class _Facet(WorldFacet["MemoryWorld"]):
-    """A facet of the MemoryWorld (:mod:`._facet`: it holds its World weakly)."""
+    """A facet of the MemoryWorld (:mod:`._facet`: it holds its World weakly).
 
-    def __init__(self, world: MemoryWorld) -> None:
-        super().__init__(world)
+    ``WorldFacet.__init__`` itself, typed by the base's parameter: no ``__init__`` of
+    its own to call through ``super()`` (seven facets a World, one World a Sim).
+    """
 
 
 class MemoryQueue(_Facet):
