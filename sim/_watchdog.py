@@ -44,6 +44,10 @@ _clear_in = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)(
     ("PyThreadState_SetAsyncExc", ctypes.pythonapi)
 )
 
+#: How long the thread waits, with nothing armed, before it waits for an arm's wake-up
+#: (any deadline is seen in time: an earlier one wakes it, see _Watchdog.arm).
+_LINGER = 30.0
+
 #: Frames kept in a report's stack.
 _STACK = 8
 
@@ -105,6 +109,8 @@ class _Watchdog:
         self._fired: set[int] = set()  # id() of guards whose interrupt may still be pending
         self._thread: threading.Thread | None = None
         self._waking_at: float | None = None
+        # Whether the thread, finding no guard, lingers on a deadline (see _watch).
+        self._linger = True
 
     def arm(self, guard: WallGuard) -> None:
         with self._lock:
@@ -117,6 +123,7 @@ class _Watchdog:
             elif self._waking_at is None or guard.due < self._waking_at:
                 # Only an earlier deadline needs the thread awake now: a later one
                 # is seen when it wakes for the current one (one wake-up per budget).
+                self._linger = True
                 self._changed.notify()
 
     def disarm(self, guard: WallGuard) -> None:
@@ -146,7 +153,17 @@ class _Watchdog:
                         continue
                     self._guards.remove(guard)
                     self._fire(guard)
-                self._waking_at = min((g.due for g in self._guards), default=None)
+                if self._guards:
+                    self._waking_at = min(g.due for g in self._guards)
+                    self._linger = True
+                elif self._linger:
+                    # Sims come one after another: with nothing armed the thread
+                    # still wakes a while later, so the next Sims' later deadlines
+                    # need not wake it now (one wake-up per _LINGER, not per Sim).
+                    self._waking_at = now + _LINGER
+                    self._linger = False
+                else:
+                    self._waking_at = None  # lingered in vain: the next arm wakes it
                 wait = None
                 if self._waking_at is not None:
                     wait = min(max(0.0, self._waking_at - now), threading.TIMEOUT_MAX)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,9 @@ import pytest
 from simflows import chain, sleepy
 
 from durasim.runtime import step, workflow
-from durasim.sim import BudgetExceeded, Sim, StuckCode
+from durasim.runtime.lowlevel import wall_monotonic
+from durasim.sim import BudgetExceeded, Sim, StuckCode, _watchdog
+from durasim.sim._errors import WallBudgetInterrupt
 from durasim.worlds import SQLiteWorld, WorldSetup
 
 #: Small enough to keep the suite fast; the one budget each test below relies on.
@@ -156,3 +160,46 @@ def test_an_unbounded_wall_budget_arms_no_watchdog() -> None:
     assert outcome.idle.status == "idle"
     outcome = Sim(max_wall_seconds=1e12).run_sync(lambda s: s.run(chain, 2))
     assert outcome.idle.status == "idle"
+
+
+def test_a_deadline_armed_while_the_thread_lingers_fires_in_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With nothing armed the thread waits _LINGER before it waits for a wake-up; an
+    # arm then wakes it only for a deadline before that.  Both kinds are seen in time.
+    monkeypatch.setattr(_watchdog, "_LINGER", 0.3)
+    dog = _watchdog._Watchdog()
+    fired: list[float] = []
+    done = threading.Event()
+
+    def victim() -> None:
+        try:
+            while not done.is_set():
+                time.sleep(0.001)
+        except WallBudgetInterrupt:
+            fired.append(wall_monotonic())
+
+    for delay in (0.05, 0.6):  # before the lingering thread's deadline, then after it
+        thread = threading.Thread(target=victim)
+        thread.start()
+        assert thread.ident is not None
+        # A guard the thread drops at once (halted, no allowance limit) leaves it lingering.
+        gone = _watchdog.WallGuard(thread.ident, label=lambda frame: None)
+        gone.due, gone.allowance, gone.halted = wall_monotonic(), float("inf"), lambda: True
+        dog.arm(gone)
+        deadline = wall_monotonic() + 5
+        while (dog._guards or dog._waking_at is None) and wall_monotonic() < deadline:
+            time.sleep(0.005)
+        assert not dog._guards  # lingering:
+        assert dog._waking_at is not None
+        guard = _watchdog.WallGuard(thread.ident, label=lambda frame: None)
+        guard.due = armed = wall_monotonic() + delay
+        dog.arm(guard)
+        thread.join(timeout=5)
+        done.set()
+        thread.join()
+        done.clear()
+        # Not at the linger's end (0.3 s): at the deadline itself.
+        assert fired
+        assert armed <= fired[-1] < armed + 0.2, (delay, fired)
+        dog.disarm(guard)
