@@ -11,6 +11,7 @@ actor, and the step whose outcome or body the call carries.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -25,11 +26,17 @@ from ._trace import Trace
 from ._world import Actor
 
 __all__ = [
+    "COMMIT",
     "COMMITS",
     "WRITES",
+    "Asked",
     "CallLog",
     "Rejection",
+    "asked_of",
+    "commit_labels",
+    "committed_events",
     "committed_types",
+    "describe_asked",
     "describe_call",
     "describe_read",
     "describe_requests",
@@ -74,6 +81,7 @@ class CallLog:
         self.history: list[Point | tuple[Any, ...]] = []
         self._built = 0  # history[:_built] are Points
         self.rejections: list[Rejection] = []
+        trace.labels = commit_labels  # names the writers of its COMMIT rows
 
     def points(self) -> list[Point]:
         """Every point passed, in order."""
@@ -102,16 +110,36 @@ class CallLog:
         """:meth:`committed` with the events themselves for their point events (``()``
         when none): :func:`point_events` makes those (a point holding the events makes
         them when it is built: see :func:`make_point`)."""
-        if isinstance(result, BatchResult):
-            events: Any = result.events
-            if not events:
-                return None, ()
-        elif isinstance(result, EventResult):
-            if not result.allocated or result.event is None:
-                return None, ()
-            events = (result.event,)
-        else:
+        events = committed_events(result)
+        if not events:
             return None, ()
+        self._trace_rows(writers, events, STEP_METADATA.get() is not None, points)
+        return events[0].run_id, events
+
+    def trace_write(self, asked: Asked, result: Any, points: int) -> tuple[Event, ...]:
+        """Trace the events a write committed (``()``: none), its writers named when
+        the trace is read (see :func:`commit_labels`); ``asked``: the write as
+        :func:`asked_of` (and the caller's writer and step metadata) give it.
+
+        The rows are :meth:`trace_events`'s (same lines, same places); a stale read
+        armed is armed now, by that very path.
+        """
+        events = committed_events(result)
+        if not events:
+            return ()
+        if self.faults.withhold_armed:
+            _, writers, _ = describe_asked(*asked)
+            self._trace_rows(writers, events, asked[3] is not None, points)
+            return events
+        clock = self.trace._clock  # Trace.event's time, inline
+        at = (clock._micros - clock._epoch) / 1_000_000
+        self.trace._rows.append((COMMIT, at, "", events, asked, points))
+        return events
+
+    def _trace_rows(
+        self, writers: tuple[Writer, ...], events: tuple[Event, ...], in_step: bool, points: int
+    ) -> None:
+        """A row per committed event, under its writer (see :func:`_event_writer`)."""
         faults = self.faults
         # Trace.event, inline (the clock does not move while the loops below run).
         rows = self.trace._rows
@@ -122,32 +150,13 @@ class CallLog:
             label = writers[0].label
             for event in events:
                 rows.append(("event", at, "", event, label, points))
-            return events[0].run_id, events
-        default = writers[0] if STEP_METADATA.get() is not None else writers[-1]
-        several = len(writers) > 1
+            return
+        default = writers[0] if in_step else writers[-1]
         for event in events:
-            writer = default
-            cid = event.correlation_id
-            if several and cid and event.type._value_ in _OUTCOMES:
-                # Keyed by plain values (no Writer hashed; no id(), which the runtime's
-                # audit hook sees): the entry keeps the writers, and is used only for
-                # that very tuple.
-                key = (cid, writers[-1].run_id, writers[-1].delivery)
-                seen = _OUTCOME_WRITER.get(key)
-                if seen is not None and seen[0] is writers:
-                    step = seen[1]
-                else:
-                    name = step_short_name(cid)
-                    step = next((w for w in writers if w.kind == STEP and w.name == name), None)
-                    if len(_OUTCOME_WRITER) >= 4096:
-                        _OUTCOME_WRITER.clear()
-                    _OUTCOME_WRITER[key] = (writers, step)
-                if step is not None:
-                    writer = step
+            writer = _event_writer(writers, default, event)
             rows.append(("event", at, "", event, writer.label, points))
             if faults.withhold_armed:
                 faults.arm_withhold(event)
-        return events[0].run_id, events
 
     def reject(
         self, seq: int, writer: Writer, call: str, types: tuple[str, ...], exc: WorldError
@@ -174,17 +183,74 @@ _build_point = builder(Point)
 _OUTCOME_WRITER: dict[tuple[str, str | None, int], tuple[tuple[Writer, ...], Writer | None]] = {}
 
 
+#: The kind of a trace row holding a write's committed events, its writers named when
+#: the trace is read (see CallLog.trace_write, commit_labels).
+COMMIT = "commit"
+
+
+def committed_events(result: Any) -> tuple[Event, ...]:
+    """The events a World call's result says it committed (``()``: none)."""
+    if isinstance(result, BatchResult):
+        return result.events
+    if isinstance(result, EventResult) and result.allocated and result.event is not None:
+        return (result.event,)
+    return ()
+
+
+def _event_writer(writers: tuple[Writer, ...], default: Writer, event: Event) -> Writer:
+    """The writer a committed event is traced under: the step whose outcome it is
+    (among several writers), else ``default`` (the step body's, else the task's)."""
+    cid = event.correlation_id
+    if len(writers) == 1 or not cid or event.type._value_ not in _OUTCOMES:
+        return default
+    # Keyed by plain values (no Writer hashed; no id(), which the runtime's audit hook
+    # sees): the entry keeps the writers, and is used only for that very tuple.
+    key = (cid, writers[-1].run_id, writers[-1].delivery)
+    seen = _OUTCOME_WRITER.get(key)
+    if seen is not None and seen[0] is writers:
+        step = seen[1]
+    else:
+        name = step_short_name(cid)
+        step = next((w for w in writers if w.kind == STEP and w.name == name), None)
+        if len(_OUTCOME_WRITER) >= 4096:
+            _OUTCOME_WRITER.clear()
+        _OUTCOME_WRITER[key] = (writers, step)
+    return default if step is None else step
+
+
+def commit_labels(asked: Any, events: Sequence[Event]) -> list[str]:
+    """The writers' labels of a write's committed events (a :data:`COMMIT` row's), as
+    :meth:`CallLog.trace_events` names them (``asked``: an :data:`Asked`)."""
+    _, writers, _ = describe_asked(*asked)
+    default = writers[0] if asked[3] is not None else writers[-1]
+    return [_event_writer(writers, default, event).label for event in events]
+
+
 def make_point(fields: tuple[Any, ...]) -> Point:
     """A Point from (ordinal, at, seq, call, phase, writers, run_id, types, correlation ids,
     token, events[, failed, error]).
 
-    With ``None`` for the correlation ids, the types' place holds the write's
-    request events (``(type, correlation id, 0)`` each): the point's types are
-    theirs then those only ``events`` has, its correlation ids their non-empty ones.
+    With ``None`` for the writers, the run id's place holds the write (an
+    :data:`Asked`: see :func:`describe_asked`) and the events are ``None`` (the
+    request events) or the committed Events.  With ``None`` for the correlation
+    ids, the types' place holds the write's request events (``(type, correlation
+    id, 0)`` each): the point's types are theirs then those only ``events`` has,
+    its correlation ids their non-empty ones.
     """
     ordinal, at, seq, call, phase, writers, run_id, types, cids, token, events, *failure = fields
     failed, error = failure or (False, None)
-    if events and type(events[0]) is not tuple:
+    if writers is None:
+        # A write as the scheduler records it (see Scheduler.call): no writers, the
+        # write (Asked) in the run id's place, and for events None (its request
+        # events) or the Events it committed.
+        run_id, writers, asked = describe_asked(*run_id)
+        if events is None:
+            events = asked
+        else:
+            run_id = run_id or events[0].run_id
+            events = point_events(events)
+        types, cids = committed_types(asked, events), _cids_of(asked)
+    elif events and type(events[0]) is not tuple:
         events = point_events(events)  # a write's committed events (see CallLog.trace_events)
     if cids is None:
         # A write's point keeps its request events in place of the types (see
@@ -297,13 +363,31 @@ def describe_requests(
 ) -> tuple[str | None, tuple[Writer, ...], tuple[tuple[str, str | None, int], ...]]:
     """A write's (run id, writers, events): :func:`describe_write` without the types
     and correlation ids (both follow from the events: see :func:`make_point`)."""
+    run_id, requests = asked_of(call, args, kwargs)
+    return describe_asked(run_id, requests, base, meta)
+
+
+#: A write as the scheduler records it: (run id, requests, the caller's writer, the
+#: step metadata of its task): see :func:`asked_of`, :func:`describe_asked`.
+Asked = tuple[str | None, tuple[EventRequest, ...], Writer, Any]
+
+
+def asked_of(
+    call: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[str | None, tuple[EventRequest, ...]]:
+    """A write's run id and requests (a tuple of them: the caller's list may change)."""
     run_id = kwargs.get("run_id")
     if run_id is None and args and isinstance(args[0], str):
         run_id = args[0]
     if call == _CREATE:
-        requests: Any = (args[1] if len(args) > 1 else kwargs["request"],)
-    else:
-        requests = args[1] if len(args) > 1 else kwargs["requests"]
+        return run_id, (args[1] if len(args) > 1 else kwargs["request"],)
+    return run_id, tuple(args[1] if len(args) > 1 else kwargs["requests"])
+
+
+def describe_asked(
+    run_id: str | None, requests: tuple[EventRequest, ...], base: Writer, meta: Any
+) -> tuple[str | None, tuple[Writer, ...], tuple[tuple[str, str | None, int], ...]]:
+    """:func:`describe_requests` of a write's run id and requests (see :func:`asked_of`)."""
     events = []
     outcomes: list[str] | None = None
     for request in requests:

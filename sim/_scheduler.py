@@ -36,10 +36,11 @@ from ._calls import (
     COMMITS,
     WRITES,
     CallLog,
+    asked_of,
     committed_types,
+    describe_asked,
     describe_call,
     describe_read,
-    describe_requests,
     make_point,
     point_events,
     writers_of,
@@ -84,7 +85,7 @@ class Parked:
     their writers): ``fields`` are the point's, as :func:`make_point` takes them.
     """
 
-    __slots__ = ("_fields", "_point", "actor", "fail", "future", "held", "ordinal", "writer")
+    __slots__ = ("_fields", "_point", "actor", "fail", "future", "held", "ordinal")
 
     def __init__(self, fields: tuple[Any, ...], actor: Actor, point: Point | None = None) -> None:
         self._fields = fields
@@ -95,9 +96,14 @@ class Parked:
         self.actor = actor
         self.held = False
         self.fail = False
-        #: The point's ordinal and writer (``point.ordinal``, ``point.writer``).
+        #: The point's ordinal (``point.ordinal``).
         self.ordinal: int = fields[0]
-        self.writer: Writer = fields[5][0]
+
+    @property
+    def writer(self) -> Writer:
+        """The point's writer (``point.writer``; a write's is described when asked for)."""
+        writers = self._fields[5]
+        return writers[0] if writers is not None else self.point.writer
 
     @property
     def point(self) -> Point:
@@ -216,19 +222,20 @@ class Scheduler:
             return await self._direct(call, method, args, kwargs)
         if actor.crashed or self._closing:
             raise Crashed
-        # A point's events: (type, correlation id, position) each, or (a write's, once
-        # committed) the Event values (see CallLog.trace_events).
-        events: tuple[Any, ...] = ()
+        # A point's events: (type, correlation id, position) each; a write's are made
+        # when its point is built (see below).
+        events: tuple[Any, ...] | None = ()
         token: str | None = None
-        # A write's points hold its request events in the types' place and None for
-        # the correlation ids: make_point derives both (most points are never built).
-        types: tuple[Any, ...]
+        types: tuple[Any, ...] | None
         cids: tuple[str, ...] | None
+        writers: tuple[Writer, ...] | None
+        run_id: Any
         if call in WRITES:
-            run_id, writers, events = describe_requests(
-                call, args, kwargs, actor.writer, STEP_METADATA.get()
-            )
-            types, cids = events, None
+            # A write is recorded as asked (make_point describes it: most points are
+            # never built): no writers, the write in the run id's place, None for its
+            # request events, and after the commit the Events committed.
+            run_id = (*asked_of(call, args, kwargs), actor.writer, STEP_METADATA.get())
+            writers = types = cids = events = None
         else:
             # No requests: no event types, and the step writer only inside a step body.
             run_id, token = describe_read(call, args, kwargs)
@@ -262,12 +269,14 @@ class Scheduler:
             try:
                 await self.at(actor, fields, not_alone=not self._watches)
             except InjectedFault as exc:
-                self.call_log.reject(seq, writers[0], call, _request_types(types, cids), exc)
+                writer, asked = _caller(writers, run_id, types, cids)
+                self.call_log.reject(seq, writer, call, asked, exc)
                 raise
         try:
             result = await method(*args, **kwargs)
         except WorldError as exc:
-            self.call_log.reject(seq, writers[0], call, _request_types(types, cids), exc)
+            writer, asked = _caller(writers, run_id, types, cids)
+            self.call_log.reject(seq, writer, call, asked, exc)
             error = type(exc).__name__
             if parking := self._pass(
                 actor, seq, call, "after", writers, run_id, types, cids, token, events, True, error
@@ -275,17 +284,21 @@ class Scheduler:
                 await parking
             raise
         if isinstance(result, COMMITS):
-            first_run, committed = self.call_log.trace_events(writers, result, self._ordinal)
-            if committed:
-                run_id = run_id or first_run
-                # After the commit a point names what was committed, at its positions:
-                # a write's point keeps the events (make_point makes their point events).
-                if cids is None:
+            if writers is None:
+                # A write: its point holds the Events it committed (make_point makes
+                # their point events), the trace names their writers when read.
+                committed = self.call_log.trace_write(run_id, result, self._ordinal)
+                if committed:
                     events = committed
-                else:  # a read (no types): what it committed
+            else:
+                first_run, committed = self.call_log.trace_events(writers, result, self._ordinal)
+                if committed:
+                    # After the commit a point names what was committed, at its positions.
+                    run_id = run_id or first_run
                     events = point_events(committed)
                     types = tuple([t for t, _, _ in events])
         if call == "events.list" and self.faults.hidden:
+            assert writers is not None  # a read
             result = self.faults.stale_read(writers[0], result)
         # The after point (_pass, inline).
         self._ordinal += 1
@@ -753,6 +766,17 @@ class Scheduler:
 def _request_types(types: tuple[Any, ...], cids: tuple[str, ...] | None) -> tuple[str, ...]:
     """A call's event types before its commit (a write's points hold its request events)."""
     return types if cids is not None else committed_types(types, types)
+
+
+def _caller(
+    writers: tuple[Writer, ...] | None, run_id: Any, types: Any, cids: tuple[str, ...] | None
+) -> tuple[Writer, tuple[str, ...]]:
+    """A call's writer and the event types it asked for, from its point's fields (a
+    write's, ``writers`` None, described now: see Scheduler.call)."""
+    if writers is None:
+        _, writers, types = describe_asked(*run_id)
+        cids = None
+    return writers[0], _request_types(types, cids)
 
 
 def _label(candidate: Parked | QueueSlot) -> str:

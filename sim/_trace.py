@@ -10,7 +10,7 @@ demand, so an unread trace costs little; the text is stable for golden files.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -57,6 +57,16 @@ _MARKS = {
 }
 
 
+#: A row: (kind, at, text, event, writer, points).  A ``commit`` row (appended by the
+#: simulator's call log) holds a write's committed events and the write, in the
+#: event's and writer's places: it is replaced by one ``event`` row per event, its
+#: writer named by :attr:`Trace.labels`, before the trace is read.
+Row = tuple[str, float, str, Any, Any, int]
+
+#: Names the writers of a ``commit`` row's events: ``labels(write, events)``.
+Labels = Callable[[Any, Sequence[Event]], Sequence[str]]
+
+
 class Trace:
     """The simulation's trace (append-only).
 
@@ -71,7 +81,10 @@ class Trace:
         self._points = points
         # Rows as plain tuples (kind, at, text, event, writer, points): a trace nobody
         # reads costs one tuple per line; entries are built when asked for.
-        self._rows: list[tuple[str, float, str, Event | None, str, int]] = []
+        self._rows: list[Row] = []
+        #: Names a ``commit`` row's writers (see Row); set by whoever appends them.
+        self.labels: Labels | None = None
+        self._settled = 0  # _rows[:_settled] hold no commit row
         self._entries: list[TraceEntry] = []
         # Each line is rendered once (a row never changes; the clock's epoch neither):
         # the text and its hash are asked for more than once per simulation.
@@ -82,7 +95,7 @@ class Trace:
     @property
     def entries(self) -> list[TraceEntry]:
         """Every line so far, oldest first (a new list each time)."""
-        rows, entries = self._rows, self._entries
+        rows, entries = self._settle(), self._entries
         for kind, at, text, event, writer, points in rows[len(entries) :]:
             entries.append(
                 TraceEntry(kind=kind, at=at, text=text, event=event, writer=writer, points=points)
@@ -102,7 +115,7 @@ class Trace:
     def lines(self) -> list[str]:
         """The rendered lines (a new list each time)."""
         lines, render = self._lines, self._render_row
-        for row in self._rows[len(lines) :]:
+        for row in self._settle()[len(lines) :]:
             lines.append(render(*row))
         return list(lines)
 
@@ -126,13 +139,37 @@ class Trace:
         (another row count, a float or a container in a payload, another start
         of the clock) is settled by rendering both texts.
         """
-        rows, others = self._rows, other._rows
+        rows, others = self._settle(), other._settle()
         alike = (
             len(rows) == len(others)
             and self._clock.micros_at(0) == other._clock.micros_at(0)
             and all(map(_render_alike, rows, others))
         )
         return alike or self.text() == other.text()
+
+    def _settle(self) -> list[Row]:
+        """The rows, each ``commit`` row replaced by its events' rows (see Row)."""
+        rows = self._rows
+        start = self._settled
+        for index in range(start, len(rows)):
+            if rows[index][0] == "commit":
+                break
+        else:
+            self._settled = len(rows)
+            return rows
+        labels = self.labels
+        assert labels is not None, "a commit row, and nothing to name its writers"
+        settled: list[Row] = []
+        for row in rows[index:]:
+            kind, at, _, events, write, points = row
+            if kind == "commit":
+                for event, label in zip(events, labels(write, events), strict=True):
+                    settled.append(("event", at, "", event, label, points))
+            else:
+                settled.append(row)
+        rows[index:] = settled
+        self._settled = len(rows)
+        return rows
 
     def _render_row(
         self, kind: str, at_seconds: float, text: str, event: Event | None, writer: str, *_: Any
@@ -184,10 +221,7 @@ class Trace:
 _PLAIN_TYPES = frozenset({str, bytes, int, bool, datetime, type(None)})
 
 
-def _render_alike(
-    row: tuple[str, float, str, Event | None, str, int],
-    other: tuple[str, float, str, Event | None, str, int],
-) -> bool:
+def _render_alike(row: Row, other: Row) -> bool:
     """Whether two rows surely render to the same line (False: maybe not)."""
     kind, at, text, event, writer, _ = row
     their_kind, their_at, their_text, theirs, their_writer, _ = other

@@ -18,6 +18,7 @@ from durasim.runtime.lowlevel import STEP_METADATA
 from durasim.sim._calls import (
     _OUTCOMES,
     CallLog,
+    asked_of,
     describe_call,
     describe_write,
     make_point,
@@ -25,10 +26,10 @@ from durasim.sim._calls import (
 )
 from durasim.sim._clock import SimClock
 from durasim.sim._points import EXTERNAL, ORCHESTRATOR, STEP, Writer, step_short_name
-from durasim.sim._scheduler import Parked
+from durasim.sim._scheduler import Parked, _caller
 from durasim.sim._trace import Trace
 from durasim.sim._world import Actor
-from durasim.worlds import BatchResult, EventRequest, EventType
+from durasim.worlds import BatchResult, EventRequest, EventResult, EventType
 
 _TYPES = [
     EventType.STEP_CREATED,
@@ -155,3 +156,115 @@ def test_committed_traces_each_event_under_the_plain_rules_writer(
             assert run_id == ("run-1" if events else None)
     finally:
         STEP_METADATA.reset(token)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    reqs=requests,
+    base=bases,
+    meta=metas,
+    batch=st.booleans(),
+    keyword=st.booleans(),
+    run_kw=st.booleans(),
+    picks=st.lists(st.tuples(st.sampled_from(_TYPES), st.sampled_from(_CIDS)), max_size=4),
+    run=st.sampled_from(["run-1", "run-2", ""]),
+    outcome=st.sampled_from(["batch", "one", "none", "failed"]),
+    armed=st.booleans(),
+)
+def test_a_write_recorded_as_asked_is_the_write_described(
+    *,
+    reqs: list[EventRequest],
+    base: Writer,
+    meta: Any,
+    batch: bool,
+    keyword: bool,
+    run_kw: bool,
+    picks: list[tuple[EventType, str | None]],
+    run: str,
+    outcome: str,
+    armed: bool,
+) -> None:
+    # Scheduler.call records a write as asked (asked_of, the writer, the step metadata):
+    # its points, its trace rows and a refusal's record are those of the write
+    # described at once (describe_write), as the call recorded it before.
+    if not batch:
+        reqs = reqs[:1] or [EventRequest(type=EventType.STEP_CREATED, correlation_id="c")]
+        call, payload, name = "events.create", reqs[0], "request"
+    else:
+        call, payload, name = "events.create_batch", list(reqs), "requests"
+    if run_kw:
+        args: tuple[Any, ...] = ()
+        kwargs: dict[str, Any] = {"run_id": run, name: payload}
+    elif keyword:
+        args, kwargs = (run,), {name: payload}
+    else:
+        args, kwargs = (run, payload), {}
+    asked = (*asked_of(call, args, kwargs), base, meta)
+    run_id, writers, events, _, _ = describe_write(call, args, kwargs, base, meta)
+    if batch:
+        payload.append(EventRequest(type=EventType.RUN_COMPLETED))  # the caller's list changes
+    committed = tuple(
+        types.SimpleNamespace(
+            type=t, correlation_id=c, seq=n, run_id="run-9", data={"n": n}, in_band=True
+        )
+        for n, (t, c) in enumerate(picks, 1)
+    )
+    result: Any
+    if outcome == "batch":
+        result = BatchResult(events=committed, run=None)  # type: ignore[arg-type]
+    elif outcome == "one":
+        committed = committed[:1]
+        result = EventResult(event=committed[0] if committed else None, run=None, allocated=1)  # type: ignore[arg-type]
+    else:
+        committed, result = (), None
+    head = (3, 0.5, 2, call)
+    tail = (None,)
+    # The before point, and the after one (what it committed, or the request events).
+    eager_before = make_point((*head, "before", writers, run_id, events, None, *tail, events))
+    lazy_before = make_point((*head, "before", None, asked, None, None, *tail, None))
+    assert lazy_before == eager_before
+    failure = (True, "EntityConflict") if outcome == "failed" else ()
+    first = (run_id or committed[0].run_id) if committed else run_id
+    eager_after = make_point(
+        (*head, "after", writers, first, events, None, *tail, committed or events, *failure)
+    )
+    lazy_after = make_point(
+        (*head, "after", None, asked, None, None, *tail, committed or None, *failure)
+    )
+    assert lazy_after == eager_after
+    # A refusal names the same writer and types.
+    assert _caller(None, asked, None, None) == _caller(writers, run_id, events, None)
+    # The trace: the same rows, named when read (or at once when a stale read is armed).
+    armed_by: dict[str, list[Any]] = {"plain": [], "fast": []}
+    logs = {}
+    for kind in ("plain", "fast"):
+        faults = types.SimpleNamespace(
+            withhold_armed=[(1, None)] if armed else [], arm_withhold=armed_by[kind].append
+        )
+        logs[kind] = CallLog(Trace(SimClock()), faults)  # type: ignore[arg-type]
+        logs[kind].trace.add("note", "before")
+    token = STEP_METADATA.set(meta)
+    try:
+        plain_run, plain = logs["plain"].trace_events(writers, result, 5)
+    finally:
+        STEP_METADATA.reset(token)
+    fast = logs["fast"].trace_write(asked, result, 5)
+    assert fast == plain
+    assert plain_run == (committed[0].run_id if committed else None)
+    for kind in ("plain", "fast"):
+        logs[kind].trace.add("note", "after")
+    assert armed_by["fast"] == armed_by["plain"]
+    assert logs["fast"].trace.entries == logs["plain"].trace.entries
+    assert logs["fast"].trace.text() == logs["plain"].trace.text()
+    assert logs["fast"].trace._rows == logs["plain"].trace._rows
+
+
+def test_a_parked_write_names_its_writer_from_its_point() -> None:
+    writer = Writer(kind=ORCHESTRATOR, run_id="run-1", delivery=1)
+    request = EventRequest(type=EventType.STEP_CREATED, correlation_id="step//m//charge#1")
+    asked = ("run-1", (request,), writer, None)
+    fields = (7, 1.5, 3, "events.create", "before", None, asked, None, None, None, None)
+    parked = Parked(fields, Actor(writer=writer))
+    assert parked.ordinal == 7
+    assert parked.writer == writer == parked.point.writer
+    assert parked.point == make_point(fields)
