@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta
+from operator import attrgetter
+from typing import TYPE_CHECKING
 
 from durasim.worlds import EPOCH
 from durasim.worlds._time import from_micros, to_micros
@@ -30,10 +32,14 @@ class SimClock:
         #: every move goes through jump() or advance_to_micros(), which clear it).
         self._now: datetime | None = start
 
-    @property
-    def micros(self) -> int:
-        """Microseconds since the Unix epoch."""
-        return self._micros
+    if TYPE_CHECKING:
+
+        @property
+        def micros(self) -> int:
+            """Microseconds since the Unix epoch."""
+
+    else:  # the same read-only property, its getter in C (read at every choice)
+        micros = property(attrgetter("_micros"), doc="Microseconds since the Unix epoch.")
 
     @property
     def elapsed(self) -> float:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from operator import attrgetter
 
 import attrs
 
@@ -59,6 +60,7 @@ class SimQueue:
         self._memo: dict[tuple[object, ...], object] = {}
         self._memo_at = (0, -1)  # (version, clock micros) the memo holds answers for
         self._due: tuple[int, int, int | None] = (0, -1, None)  # next_due_micros() memo
+        self._due_slots: tuple[int, int, tuple[QueueSlot, ...]] = (0, -1, ())  # claimable()'s
 
     # --- the QueueFacet contract -------------------------------------------
 
@@ -163,7 +165,9 @@ class SimQueue:
 
     def pending(self) -> tuple[Message, ...]:
         """Every unacked message in enqueue order."""
-        return tuple(s.message for s in sorted(self._slots.values(), key=lambda s: s.order))
+        if not self._slots:
+            return ()
+        return tuple([s.message for s in sorted(self._slots.values(), key=_order)])
 
     def slot(self, message_id: str) -> QueueSlot | None:
         """The message's slot, if it is still queued."""
@@ -171,7 +175,7 @@ class SimQueue:
 
     def slots(self) -> list[QueueSlot]:
         """Every slot, in enqueue order."""
-        return sorted(self._slots.values(), key=lambda s: s.order)
+        return sorted(self._slots.values(), key=_order)
 
     def _busy_runs(self, now: int) -> set[str | None]:
         return {s.message.run_id for s in self._slots.values() if s.gates_run(now)}
@@ -190,6 +194,15 @@ class SimQueue:
         self, *, queue_prefix: str = "", ignore_leases: bool = False
     ) -> tuple[QueueSlot, ...]:
         """Slots claimable now, in claim order (due time, then enqueue order)."""
+        if not queue_prefix and not ignore_leases:
+            # The scheduler's question at every choice: one memo of its own (the
+            # answers' memo's rule: good while the slots and the clock stay put).
+            version, micros, slots = self._due_slots
+            if version == self._version and micros == self._clock._micros:
+                return slots
+            slots = self._claimable("", False)
+            self._due_slots = (self._version, self._clock._micros, slots)
+            return slots
         answers, key = self._answers(), ("claimable", queue_prefix, ignore_leases)
         if key not in answers:
             answers[key] = self._claimable(queue_prefix, ignore_leases)
@@ -371,3 +384,7 @@ _with_available_at = copier(Message, "available_at")
 #: every field given: see worlds/_build.py): an enqueue and a claim, every delivery.
 _build_message = builder(Message)
 _build_delivery = builder(Delivery)
+
+
+#: A slot's enqueue order (a sort key).
+_order = attrgetter("order")

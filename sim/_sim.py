@@ -634,7 +634,7 @@ class Sim:
 
     async def stall_report(self) -> StallReport:
         """The unfinished runs and what each waits for."""
-        held = tuple(p.point.describe() for p in self._core.parked() if p.held)
+        held = tuple([p.point.describe() for p in self._core.parked() if p.held])
         return await find_stalls(self.store, pending=self._core.queue.pending(), held=held)
 
 

@@ -7,6 +7,7 @@ shortcut gives what the general path it stands for gives.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import types
@@ -30,7 +31,7 @@ from durasim.sim._calls import CallLog, make_point, point_events
 from durasim.sim._clock import SimClock
 from durasim.sim._deliveries import _parse, _writer
 from durasim.sim._points import ORCHESTRATOR, STEP, Writer, step_short_name
-from durasim.sim._queue import _build_delivery, _build_message
+from durasim.sim._queue import SimQueue, _build_delivery, _build_message
 from durasim.sim._reports import IdleReport, RunOutcome
 from durasim.sim._sim import _IDLE
 from durasim.sim._trace import Trace
@@ -40,9 +41,11 @@ from durasim.worlds import (
     Delivery,
     EventResult,
     EventType,
+    LeaseLost,
     Message,
     RunStatus,
 )
+from durasim.worlds._time import CountingIds
 
 #: explore(workflow, *args, max_examples=25, seed=7): examples, faults by kind,
 #: verdicts, statuses, and sha256 (16 hex) of the sorted trace hashes.  Recorded on
@@ -259,3 +262,56 @@ def test_trace_events_is_committed_with_the_point_events_made_later(
     asked = tuple((t.value, c, 0) for t, c in picks)
     fields = (1, 0.0, 1, "events.create_batch", "after", writers, "run-1", asked, None, None)
     assert make_point((*fields, raw)) == make_point((*fields, done))
+
+
+# --- the queue's claimable() memo for the scheduler's question ---------------------------
+
+_queue_ops = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("put"), st.booleans(), st.sampled_from(["run-1", "run-2"]), st.integers(0, 3)
+        ),
+        st.tuples(st.just("take"), st.integers(0, 7), st.booleans()),
+        st.tuples(st.just("settle"), st.integers(0, 7), st.one_of(st.none(), st.integers(0, 3))),
+        st.tuples(st.just("expire"), st.integers(0, 7)),
+        st.tuples(st.just("delay"), st.integers(0, 7), st.integers(1, 3)),
+        st.tuples(st.just("drop"), st.integers(0, 7)),
+        st.tuples(st.just("tick"), st.integers(0, 4)),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=_queue_ops)
+def test_claimable_is_the_slots_claimable_now_after_any_change(ops: list[Any]) -> None:
+    clock = SimClock()
+    queue = SimQueue(clock, CountingIds())
+    ids: list[str] = []
+    held: dict[str, Delivery] = {}
+    for op in ops:
+        kind = op[0]
+        if kind == "put":
+            _, orchestrator, run_id, delay = op
+            name = ORCHESTRATOR_QUEUE if orchestrator else STEP_QUEUE
+            ids.append(queue.put(name, b"x", run_id=run_id, orchestrator=orchestrator, delay=delay))
+        elif kind == "tick":
+            clock.jump(op[1])
+        elif ids:
+            message_id = ids[op[1] % len(ids)]
+            if queue.slot(message_id) is None:
+                continue
+            if kind == "take":
+                held[message_id] = queue.take(message_id, lease_seconds=2.0, live=op[2])
+            elif kind == "settle" and message_id in held:
+                with contextlib.suppress(LeaseLost):
+                    queue.settle(held.pop(message_id), release_after=op[2])
+            elif kind == "expire":
+                queue.expire(message_id)
+            elif kind == "delay":
+                queue.delay(message_id, op[2])
+            elif kind == "drop":
+                queue.drop(message_id)
+        for _ in range(2):  # asked again: from the memo
+            assert queue.claimable() == queue._claimable("", False)
+            assert queue.claimable() == queue.claimable(queue_prefix="durasim")
