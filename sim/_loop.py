@@ -49,32 +49,36 @@ class _SimSelector(selectors.BaseSelector):
         self._real = selectors.DefaultSelector()
         # Registrations: the loop's self-pipe (always; not a World's I/O) and sockets.
         self._watched = 0
+        #: Whether a World's socket is watched (kept with the count: read at every
+        #: loop iteration and every parked point).
+        self.in_flight = False
 
     def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
         key = self._real.register(fileobj, events, data)
-        self._watched += 1
+        self._count(self._watched + 1)
         return key
 
     def unregister(self, fileobj: Any) -> selectors.SelectorKey:
         key = self._real.unregister(fileobj)
-        self._watched -= 1
+        self._count(self._watched - 1)
         return key
+
+    def _count(self, watched: int) -> None:
+        self._watched = watched
+        self.in_flight = watched > 1  # anything besides the self-pipe
 
     def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
         return self._real.modify(fileobj, events, data)
 
-    def _io_in_flight(self) -> bool:
-        return self._watched > 1  # anything besides the self-pipe
-
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout == 0 and not self._io_in_flight():
+        if timeout == 0 and not self.in_flight:
             # Callbacks are ready and no World socket is watched: nothing to poll
             # (the self-pipe only wakes a blocked select; it is read at the idle point).
             return []
         ready = self._real.select(0)
         if ready or timeout == 0:
             return ready
-        if self._io_in_flight():
+        if self.in_flight:
             return self._real.select(_IO_WAIT)  # wall time: a task is waiting on a socket
         self._loop._idle()
         return []
@@ -150,7 +154,7 @@ class SimLoop(asyncio.SelectorEventLoop):
     def io_in_flight(self) -> bool:
         """Whether a task waits on a World's socket (the loop then waits for it in wall time)."""
         selector: _SimSelector = self._selector  # type: ignore[attr-defined]
-        return selector._io_in_flight()
+        return selector.in_flight
 
     def _idle(self) -> None:
         # The next due timer that is not a World's housekeeping (see worlds.housekeeping):
@@ -258,7 +262,7 @@ def _forget_inherited() -> None:
         selector: _SimSelector = loop._selector  # type: ignore[attr-defined]
         selector._real.close()
         selector._real = selectors.DefaultSelector()
-        selector._watched = 0
+        selector._count(0)
         loop.close()
 
 

@@ -65,6 +65,7 @@ from ._world import ACTOR, Actor, SimWorld
 from ._world_queue import WorldQueue
 
 if TYPE_CHECKING:
+    from ._loop import _SimSelector
     from ._reports import StuckCode
 
 __all__ = ["Parked", "Scheduler", "Watch"]
@@ -477,7 +478,8 @@ class Scheduler:
         scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
         if scheduled and scheduled[0].when() < self.clock.seconds() + _LOOP_RESOLUTION:
             return False
-        return not loop.io_in_flight()
+        selector: _SimSelector = loop._selector  # type: ignore[attr-defined]
+        return not selector.in_flight  # loop.io_in_flight(), read here
 
     def _quiet(self) -> bool:
         """No fault question pending, and the loop settled (see :meth:`_settled`)."""

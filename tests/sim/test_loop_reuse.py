@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -162,3 +163,28 @@ def test_a_forked_child_closes_the_kept_loops_without_touching_the_parents() -> 
 
 async def _noop(sim: Sim) -> None:
     await asyncio.sleep(0)
+
+
+def test_io_in_flight_is_a_world_socket_watched() -> None:
+    # The selector's in_flight flag follows its registrations: the self-pipe alone is
+    # none of a World's I/O; each socket watched besides it is.
+    loop = loops.SimLoop(SimClock())
+    try:
+        selector = loop._selector  # type: ignore[attr-defined]
+        assert selector._watched == 1
+        assert not loop.io_in_flight()
+        pairs = [socket.socketpair() for _ in range(2)]
+        for n, (mine, _) in enumerate(pairs, 2):
+            loop.add_reader(mine, lambda: None)
+            assert selector._watched == n
+            assert loop.io_in_flight()
+        for n, (mine, _) in enumerate(pairs):
+            loop.remove_reader(mine)
+            assert loop.io_in_flight() is (selector._watched > 1)
+            assert selector._watched == 2 - n
+        assert not loop.io_in_flight()
+        for pair in pairs:
+            for end in pair:
+                end.close()
+    finally:
+        loop.close()
