@@ -1,0 +1,51 @@
+"""A fresh-process answer dropped unread leaves the server in step and records nothing."""
+
+from __future__ import annotations
+
+import attrs
+
+from durasim.checkers import _fresh, finished_logs, replay_in_fresh_process
+from durasim.runtime import step, workflow
+from durasim.sim import Sim
+from durasim.worlds import Event, EventType
+
+
+@step(module="test_fresh_discard")
+def add(total: int, i: int) -> int:
+    return total + i
+
+
+@workflow(module="test_fresh_discard")
+async def adds(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total = await add(total, i)
+    return total
+
+
+def _logs() -> tuple[list[Event], list[Event]]:
+    """A finished run's log, and the same log with another output at its end."""
+
+    async def scenario(sim: Sim) -> list[list[Event]]:
+        await sim.run(adds, 3)
+        return await finished_logs(sim.store)
+
+    (events,) = Sim().run_sync(scenario)
+    end = events[-1]
+    assert end.type is EventType.RUN_COMPLETED
+    other = attrs.evolve(end, data={**dict(end.data.items()), "output": b"other"})
+    return events, [*events[:-1], other]
+
+
+def test_a_discarded_answer_is_read_off_and_the_next_request_gets_its_own() -> None:
+    good, bad = _logs()
+    _fresh._KNOWN.clear()
+    replay_in_fresh_process([bad], checked=True).discard()
+    assert not _fresh._KNOWN, "a discarded answer is not recorded"
+    assert [v.kind for v in replay_in_fresh_process([good], checked=True).verdicts()] == ["ok"]
+    (verdict,) = replay_in_fresh_process([bad], checked=True).verdicts()
+    assert verdict.kind == "replay.output-differs"
+    # Nothing to discard (every log known): a no-op.
+    again = replay_in_fresh_process([good, bad], checked=True)
+    again.discard()
+    again.discard()
