@@ -263,10 +263,11 @@ def _grandchild(requests_fd: int, answers_fd: int, status_fd: int) -> None:
     """Serve one request and exit; tell the zygote what was imported (never returns)."""
     try:
         gc.disable()  # a short life: no collection needed
-        runner = _prewarm()
+        runner = _prewarm(_PREWARM_MODES)
         request = _read_request(requests_fd)
         status: dict[str, Any] = {"eof": request is None}
         if request is not None:
+            status["checked"] = request.get("checked") is True
             imported: list[str] = []
             try:
                 answer = _serve_one(request, imported, runner)
@@ -310,6 +311,8 @@ def _serve_forking(requests_fd: int, answers_fd: int) -> None:
         status = json.loads(raw)
         if status["eof"]:
             return  # the exploring process has gone
+        if "checked" in status:
+            _prewarm_as(bool(status["checked"]))
         if status.get("modules"):
             sys.path[:] = [p for p in status.get("path") or sys.path if isinstance(p, str)]
             _import(status["modules"], status.get("main"), [])
@@ -331,7 +334,20 @@ def _serve_here(requests_fd: int, answers_fd: int) -> None:
 _WARM_LOGS: list[list[Any]] = []
 
 
-def _prewarm() -> asyncio.Runner | None:
+#: The ``checked`` modes (see :func:`verify_replay_log`) the next grandchild readies in
+#: :func:`_prewarm`: both before the first request, then the last request's only (an
+#: exploration sends all its logs one way; a request the other way is replayed as
+#: without a head start: the same verdicts, its first replay slower).
+_PREWARM_MODES: tuple[bool, ...] = (True, False)
+
+
+def _prewarm_as(checked: bool) -> None:
+    """The zygote: the next grandchildren ready the replay of the last request's mode."""
+    global _PREWARM_MODES  # noqa: PLW0603 -- the zygote's own state, read by each fork
+    _PREWARM_MODES = (checked,)
+
+
+def _prewarm(modes: tuple[bool, ...] = (True, False)) -> asyncio.Runner | None:
     """Ready a grandchild ahead of its request: its event loop, and the pages a replay writes.
 
     A forked grandchild shares the zygote's memory until it writes to it: the
@@ -339,7 +355,8 @@ def _prewarm() -> asyncio.Runner | None:
     (reference counts, the runtime's objects) and made an event loop, about ten
     times the replay itself.  Here, while the exploring process is still busy
     with its example, the grandchild makes its loop and replays the zygote's own
-    warm-up log once more (checked and seeded), so the request finds both done.
+    warm-up log once more in each of ``modes`` (checked: loaded as it is; not:
+    seeded event by event), so the request finds both done.
     No user code runs: the warm-up workflow is durasim's own (``durasim.fresh``),
     and the environment is perturbed only afterwards, for the request's replays.
     """
@@ -347,7 +364,7 @@ def _prewarm() -> asyncio.Runner | None:
 
     async def replay_warm_logs() -> None:
         for events in _WARM_LOGS:
-            for checked in (True, False):
+            for checked in modes:
                 await verify_replay_log(events, checked=checked)
 
     try:

@@ -49,3 +49,13 @@ def test_a_discarded_answer_is_read_off_and_the_next_request_gets_its_own() -> N
     again = replay_in_fresh_process([good, bad], checked=True)
     again.discard()
     again.discard()
+
+
+def test_requests_of_either_mode_in_turn_get_their_verdicts() -> None:
+    # The server readies each replay for the last request's mode: a change of mode
+    # is replayed without that head start, to the same verdicts.
+    good, bad = _logs()
+    for checked in (True, False, False, True, False):
+        _fresh._KNOWN.clear()
+        verdicts = replay_in_fresh_process([good, bad], checked=checked).verdicts()
+        assert [v.kind for v in verdicts] == ["ok", "replay.output-differs"], checked

@@ -44,7 +44,8 @@ _fresh_child._warm_up()
 assert _fresh_child._WARM_LOGS, "the zygote keeps its warm-up logs"
 environ_class = type(os.environ)
 user_modules = {name for name in sys.modules if name.startswith("prewarm")}
-runner = _fresh_child._prewarm()
+# Readied for both modes (before the first request), or for the last request's only.
+runners = {modes: _fresh_child._prewarm(modes) for modes in ((True, False), (True,), (False,))}
 assert type(os.environ) is environ_class, "the prewarm perturbs nothing"
 assert {name for name in sys.modules if name.startswith("prewarm")} == user_modules
 
@@ -57,10 +58,11 @@ logs.append([*logs[-1][:-1], other])
 wires = [wire_log(events) for events in logs]
 for checked in (True, False):
     plain = _fresh_child._replay(wires, checked=checked)
-    ready = _fresh_child._replay(wires, checked=checked, runner=runner)
-    assert plain == ready, (plain, ready)
-    kinds = [v["kind"] for v in ready["verdicts"]]
-    assert kinds == ["ok", "ok", "ok", "replay.output-differs"], kinds
+    for modes, runner in runners.items():
+        ready = _fresh_child._replay(wires, checked=checked, runner=runner)
+        assert plain == ready, (modes, plain, ready)
+        kinds = [v["kind"] for v in ready["verdicts"]]
+        assert kinds == ["ok", "ok", "ok", "replay.output-differs"], kinds
 print("ok")
 """
 
