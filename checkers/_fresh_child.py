@@ -266,8 +266,13 @@ def _grandchild(requests_fd: int, answers_fd: int, status_fd: int) -> None:
         runner = _prewarm(_PREWARM_MODES)
         request = _read_request(requests_fd)
         status: dict[str, Any] = {"eof": request is None}
-        if request is not None:
-            status["checked"] = request.get("checked") is True
+        if request is None:
+            os.write(status_fd, _TOOK_EOF)
+        else:
+            # The request is read: the zygote readies the next grandchild meanwhile.
+            os.write(
+                status_fd, _TOOK_CHECKED if request.get("checked") is True else _TOOK_UNCHECKED
+            )
             imported: list[str] = []
             try:
                 answer = _serve_one(request, imported, runner)
@@ -283,24 +288,47 @@ def _grandchild(requests_fd: int, answers_fd: int, status_fd: int) -> None:
         os._exit(0)
 
 
+#: A grandchild's first word to the zygote: it read a request (checked or not), or EOF.
+_TOOK_CHECKED, _TOOK_UNCHECKED, _TOOK_EOF = b"C", b"U", b"E"
+
+
+def _fork_grandchild(requests_fd: int, answers_fd: int) -> tuple[int, int]:
+    """A grandchild forked to serve the next request: its pid and the read end of its status."""
+    status_in, status_out = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(status_in)
+        _grandchild(requests_fd, answers_fd, status_out)
+    os.close(status_out)
+    return pid, status_in
+
+
 def _serve_forking(requests_fd: int, answers_fd: int) -> None:
     """The zygote's loop: fork the next grandchild ahead of its request.
 
     The grandchild reads the request and answers the parent itself, so the fork
-    is off the request's path; the zygote waits for it to end, imports the
-    modules it imported (so later grandchildren inherit them freshly imported),
-    and forks the next.
+    is off the request's path.  As soon as a grandchild has read its request
+    (its first status byte), the zygote forks the next, which readies itself
+    (:func:`_prewarm`) while this one replays, so a request that follows soon
+    after finds it ready; the exploring process sends a request only once the
+    one before is answered, so the two never answer at once.  The zygote then
+    waits for the grandchild to end and imports the modules it imported (so
+    later grandchildren inherit them freshly imported; the one already forked
+    imports them itself, as freshly).
     """
+    ready: tuple[int, int] | None = None
     while True:
-        status_in, status_out = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(status_in)
-            _grandchild(requests_fd, answers_fd, status_out)
-        os.close(status_out)
+        pid, status_in = ready if ready is not None else _fork_grandchild(requests_fd, answers_fd)
+        ready = None
         with os.fdopen(status_in, "rb") as status_file:
+            took = status_file.read(1)
+            if took in (_TOOK_CHECKED, _TOOK_UNCHECKED):
+                _prewarm_as(took == _TOOK_CHECKED)
+                ready = _fork_grandchild(requests_fd, answers_fd)
             raw = status_file.read()
         _, wait_status = os.waitpid(pid, 0)
+        if took == _TOOK_EOF:
+            return  # the exploring process has gone
         if not raw:
             died = f"the replay process died (wait status {wait_status})"
             try:
@@ -309,10 +337,6 @@ def _serve_forking(requests_fd: int, answers_fd: int) -> None:
                 return  # the exploring process has gone
             continue
         status = json.loads(raw)
-        if status["eof"]:
-            return  # the exploring process has gone
-        if "checked" in status:
-            _prewarm_as(bool(status["checked"]))
         if status.get("modules"):
             sys.path[:] = [p for p in status.get("path") or sys.path if isinstance(p, str)]
             _import(status["modules"], status.get("main"), [])
