@@ -266,13 +266,8 @@ def _grandchild(requests_fd: int, answers_fd: int, status_fd: int) -> None:
         runner = _prewarm(_PREWARM_MODES)
         request = _read_request(requests_fd)
         status: dict[str, Any] = {"eof": request is None}
-        if request is None:
-            os.write(status_fd, _TOOK_EOF)
-        else:
-            # The request is read: the zygote readies the next grandchild meanwhile.
-            os.write(
-                status_fd, _TOOK_CHECKED if request.get("checked") is True else _TOOK_UNCHECKED
-            )
+        if request is not None:
+            status["checked"] = request.get("checked") is True
             imported: list[str] = []
             try:
                 answer = _serve_one(request, imported, runner)
@@ -281,15 +276,12 @@ def _grandchild(requests_fd: int, answers_fd: int, status_fd: int) -> None:
             except BaseException as exc:
                 answer = {"error": "".join(traceback.format_exception(exc))[-4000:]}
             _write(answers_fd, answer)
-        os.write(status_fd, json.dumps(status).encode("utf-8"))
+        # One line: the zygote reads it without waiting for this process to end.
+        os.write(status_fd, (json.dumps(status) + "\n").encode("utf-8"))
     finally:
         # Whatever happened (the parent gone mid-answer: a broken pipe), this
         # process must never return into the zygote's loop.
         os._exit(0)
-
-
-#: A grandchild's first word to the zygote: it read a request (checked or not), or EOF.
-_TOOK_CHECKED, _TOOK_UNCHECKED, _TOOK_EOF = b"C", b"U", b"E"
 
 
 def _fork_grandchild(requests_fd: int, answers_fd: int) -> tuple[int, int]:
@@ -307,40 +299,38 @@ def _serve_forking(requests_fd: int, answers_fd: int) -> None:
     """The zygote's loop: fork the next grandchild ahead of its request.
 
     The grandchild reads the request and answers the parent itself, so the fork
-    is off the request's path.  As soon as a grandchild has read its request
-    (its first status byte), the zygote forks the next, which readies itself
-    (:func:`_prewarm`) while this one replays, so a request that follows soon
-    after finds it ready; the exploring process sends a request only once the
-    one before is answered, so the two never answer at once.  The zygote then
-    waits for the grandchild to end and imports the modules it imported (so
-    later grandchildren inherit them freshly imported; the one already forked
-    imports them itself, as freshly).
+    is off the request's path.  Once it has answered, it tells the zygote (one
+    status line) what it imported; the zygote imports those modules too (so
+    later grandchildren inherit them freshly imported) and forks the next at
+    once, which readies itself (:func:`_prewarm`) while the one before exits
+    (tearing down a process costs about as much as a replay).
     """
     ready: tuple[int, int] | None = None
     while True:
         pid, status_in = ready if ready is not None else _fork_grandchild(requests_fd, answers_fd)
         ready = None
         with os.fdopen(status_in, "rb") as status_file:
-            took = status_file.read(1)
-            if took in (_TOOK_CHECKED, _TOOK_UNCHECKED):
-                _prewarm_as(took == _TOOK_CHECKED)
-                ready = _fork_grandchild(requests_fd, answers_fd)
-            raw = status_file.read()
-        _, wait_status = os.waitpid(pid, 0)
-        if took == _TOOK_EOF:
-            return  # the exploring process has gone
-        if not raw:
+            line = status_file.readline()
+        if not line:
+            _, wait_status = os.waitpid(pid, 0)
             died = f"the replay process died (wait status {wait_status})"
             try:
                 _write(answers_fd, {"error": died})
             except BrokenPipeError:
                 return  # the exploring process has gone
             continue
-        status = json.loads(raw)
+        status = json.loads(line)
+        if status["eof"]:
+            os.waitpid(pid, 0)
+            return  # the exploring process has gone
+        if "checked" in status:
+            _prewarm_as(bool(status["checked"]))
         if status.get("modules"):
             sys.path[:] = [p for p in status.get("path") or sys.path if isinstance(p, str)]
             _import(status["modules"], status.get("main"), [])
             gc.freeze()
+        ready = _fork_grandchild(requests_fd, answers_fd)
+        os.waitpid(pid, 0)
 
 
 def _serve_here(requests_fd: int, answers_fd: int) -> None:
