@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import pickle
+import select
 import sys
 import time
 import traceback
@@ -263,7 +264,10 @@ def _grandchild(requests_fd: int, answers_fd: int, status_fd: int) -> None:
     """Serve one request and exit; tell the zygote what was imported (never returns)."""
     try:
         gc.disable()  # a short life: no collection needed
-        runner = _prewarm(_PREWARM_MODES)
+        # A request already waiting (it followed the one before closely) is served at
+        # once: readying for it first would only make it wait longer.
+        waiting, _, _ = select.select([requests_fd], [], [], 0)
+        runner = None if waiting else _prewarm(_PREWARM_MODES)
         request = _read_request(requests_fd)
         status: dict[str, Any] = {"eof": request is None}
         if request is not None:
