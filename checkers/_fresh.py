@@ -155,14 +155,11 @@ class _Server:
         self.busy = False
 
     def send(self, request: dict[str, Any]) -> None:
-        # Busy from before the first byte: a send cut short (an exception raised into
-        # this thread, such as a simulation's wall-time interrupt) leaves a server
-        # that is never written to again, not one whose next answer is this one's.
-        self.busy = True
         data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
         view = memoryview(len(data).to_bytes(FRAME_HEADER, "big") + data)
         while view:
             view = view[os.write(self._requests, view) :]
+        self.busy = True
 
     def receive(self, timeout: float = REPLY_TIMEOUT_SECONDS) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
