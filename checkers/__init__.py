@@ -71,7 +71,7 @@ from ._invariants import Report, StoredRun, Violation, check_invariants, check_l
 from ._linear import Call, Linearization, Record, check_linearizable
 from ._model import WorldModel
 from ._model_run import WorldModelFailure, run_world_model, world_model_for
-from ._oracle import VERDICTS, ReplayVerdict, replay_skipped, verify_replay, verify_replay_log
+from ._oracle import VERDICTS, ReplayVerdict, verify_replay, verify_replay_log
 from ._rules import RULES
 from ._timeline import (
     MAX_DETAIL,
@@ -148,7 +148,6 @@ __all__ = [
     "replay_histories",
     "replay_history",
     "replay_in_fresh_process",
-    "replay_skipped",
     "replay_witness",
     "replay_world",
     "run_concurrency",

@@ -78,9 +78,6 @@ DEFAULT_CHILD_HASH_SEED = 1
 #: How long one request may take in the server before it is killed.
 REPLY_TIMEOUT_SECONDS = 120.0
 
-#: How long :meth:`FreshReplay.discard` waits for an answer nobody will use.
-DISCARD_TIMEOUT_SECONDS = 5.0
-
 #: Bytes of the length that starts each request frame.
 FRAME_HEADER = 8
 
@@ -151,7 +148,6 @@ class _Server:
         os.close(child_in)
         os.close(child_out)
         self._buffer = bytearray()
-        self._closed = False
         self.busy = False
 
     def send(self, request: dict[str, Any]) -> None:
@@ -161,15 +157,15 @@ class _Server:
             view = view[os.write(self._requests, view) :]
         self.busy = True
 
-    def receive(self, timeout: float = REPLY_TIMEOUT_SECONDS) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
+    def receive(self) -> dict[str, Any]:
+        deadline = time.monotonic() + REPLY_TIMEOUT_SECONDS
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             ready, _, _ = select.select([self._answers], [], [], max(0.0, left))
             if not ready:
                 self.close()
                 raise TimeoutError(
-                    f"the fresh-process replay server gave no answer in {timeout} s "
+                    f"the fresh-process replay server gave no answer in {REPLY_TIMEOUT_SECONDS} s "
                     "(a workflow that loops forever on replay?); it was stopped"
                 )
             chunk = os.read(self._answers, 1 << 16)
@@ -191,12 +187,9 @@ class _Server:
         return self._process.poll() is None
 
     def close(self) -> None:
-        if not self._closed:
-            # Once only: the numbers may belong to other files by a second call.
-            self._closed = True
-            for fd in (self._requests, self._answers):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        for fd in (self._requests, self._answers):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         try:
             self._process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -379,20 +372,6 @@ class FreshReplay:
                 "checked": checked,
             }
         )
-
-    def discard(self) -> None:
-        """Leave the answer unused (the caller no longer needs it): nothing is recorded or raised.
-
-        The request was sent ahead of other checks that then failed: its answer
-        is read off the pipe all the same (the server answers in order), for at
-        most :data:`DISCARD_TIMEOUT_SECONDS`; a server that takes longer is
-        stopped (the next request starts another) instead of being waited for.
-        """
-        server, self._server = self._server, None
-        if server is None:
-            return
-        with contextlib.suppress(RuntimeError, TimeoutError):
-            server.receive(DISCARD_TIMEOUT_SECONDS)
 
     def verdicts(self) -> tuple[ReplayVerdict, ...]:
         """The oracle's verdict on each log, as the fresh process gave it.

@@ -40,7 +40,7 @@ from durasim.worlds import (
     WorldError,
 )
 
-__all__ = ["VERDICTS", "ReplayVerdict", "replay_skipped", "verify_replay", "verify_replay_log"]
+__all__ = ["VERDICTS", "ReplayVerdict", "verify_replay", "verify_replay_log"]
 
 T = EventType
 #: Fields a World fills in itself: never sent back when seeding.
@@ -256,10 +256,17 @@ async def verify_replay_log(
     """
     run_id = events[0].run_id if events else "?"
     terminal = next((e for e in events if e.type in RUN_TERMINAL_TYPES), None)
-    skipped = _skipped(run_id, terminal)
-    if skipped is not None:
-        return skipped
-    assert terminal is not None  # (a run without an end is skipped)
+    if terminal is None:
+        return ReplayVerdict(run_id, "replay.skipped", "the run has not ended")
+    if terminal.type is T.RUN_CANCELLED:
+        return ReplayVerdict(run_id, "replay.skipped", "the run was cancelled", terminal)
+    if terminal.data.get("error_code") not in (None, "USER_ERROR"):
+        return ReplayVerdict(
+            run_id,
+            "replay.skipped",
+            f"the runtime ended the run ({terminal.data['error_code']}), not the workflow",
+            terminal,
+        )
     prefix = [e for e in events if e.seq < terminal.seq]
     clock = FixedClock(prefix[0].created_at if prefix else terminal.created_at)
     store = MemoryWorld(clock=clock, ids=CountingIds())
@@ -280,31 +287,6 @@ async def verify_replay_log(
     # Its own engine, as a fresh process's: nothing kept from another delivery.
     report = await Engine(oracle).deliver(run_id, limits=limits)
     return _judge(run_id, terminal, report, tuple(written), refused)
-
-
-def replay_skipped(events: Sequence[Event]) -> ReplayVerdict | None:
-    """The oracle's verdict on a run it does not judge (``replay.skipped``), else ``None``.
-
-    What :func:`verify_replay_log` answers at once, without replaying: the run
-    has not ended, was cancelled, or was ended by the runtime, not the workflow.
-    """
-    run_id = events[0].run_id if events else "?"
-    return _skipped(run_id, next((e for e in events if e.type in RUN_TERMINAL_TYPES), None))
-
-
-def _skipped(run_id: str, terminal: Event | None) -> ReplayVerdict | None:
-    if terminal is None:
-        return ReplayVerdict(run_id, "replay.skipped", "the run has not ended")
-    if terminal.type is T.RUN_CANCELLED:
-        return ReplayVerdict(run_id, "replay.skipped", "the run was cancelled", terminal)
-    if terminal.data.get("error_code") not in (None, "USER_ERROR"):
-        return ReplayVerdict(
-            run_id,
-            "replay.skipped",
-            f"the runtime ended the run ({terminal.data['error_code']}), not the workflow",
-            terminal,
-        )
-    return None
 
 
 def _oracle_limits(limits: Limits) -> Limits:

@@ -23,7 +23,6 @@ from durasim.checkers import (
     describe_fresh_process,
     finished_logs,
     replay_in_fresh_process,
-    replay_skipped,
     verify_replay_log,
 )
 from durasim.runtime import (
@@ -180,8 +179,8 @@ def run_example(
         created(sim)
     failures: list[tuple[str, str]] = []
     outcome: RunOutcome | None = None
-    # _judge: the fresh-process replay, sent before the in-process oracle (or why not).
-    sent: list[FreshReplay | FreshProcessUnavailable] = []
+    agreed: list[list[Event]] = []
+    checked: list[bool] = []  # _judge: whether the logs may be loaded as they are
 
     async def script(sim: Sim) -> RunOutcome:
         # An upgrade stays in force until the run is judged: on the code it ended on.
@@ -192,12 +191,7 @@ def run_example(
             if judge and outcome.idle.stuck is None:  # a stuck run is judged by that alone
                 failures.extend(
                     await _judge(
-                        sim,
-                        outcome,
-                        property,
-                        sent,
-                        fresh_process=config.fresh_process,
-                        upgraded=bool(config.upgrade),
+                        sim, outcome, property, agreed, checked, upgraded=bool(config.upgrade)
                     )
                 )
             return outcome
@@ -216,18 +210,12 @@ def run_example(
         if outcome.idle.stuck is not None:
             failures.insert(0, ("stuck", _describe_stuck(outcome.idle.reason, outcome.idle.stuck)))
     fresh: FreshReplay | None = None
-    for request in sent:
-        # Sent before the in-process oracle, answered after the determinism replay:
-        # the replay server works on another core meanwhile.  Its answer counts only
-        # when every verdict so far passed (the logs it judges are then exactly those
-        # whose cold replay agreed here); otherwise it is dropped unread.
-        if failures:
-            if isinstance(request, FreshReplay):
-                request.discard()
-        elif isinstance(request, FreshProcessUnavailable):
-            raise request
-        else:
-            fresh = request
+    if config.fresh_process is not None and agreed and not failures:
+        # Sent now, answered after the determinism replay: the replay server
+        # works on another core meanwhile.
+        fresh = replay_in_fresh_process(
+            agreed, hash_seed=config.fresh_process, checked=all(checked)
+        )
     faults = tuple(sim.faults_injected)
     for kind in faults:
         sometimes(f"fault: {kind}", True)
@@ -321,19 +309,12 @@ async def _judge(
     sim: Sim,
     outcome: RunOutcome,
     property: Property | None,
-    sent: list[FreshReplay | FreshProcessUnavailable],
+    agreed: list[list[Event]],
+    trusted: list[bool],
     *,
-    fresh_process: int | None = None,
     upgraded: bool = False,
 ) -> list[tuple[str, str]]:
-    """The example's verdicts.
-
-    With ``fresh_process`` (the replay server's hash seed), once the invariants
-    hold, ``sent`` gets the fresh-process replay of every log the cold-replay
-    oracle judges (not :func:`replay_skipped`), sent before the oracle runs here:
-    when every verdict here passes, those are exactly the logs whose cold
-    replay agreed here, the ones the fresh process must judge.
-    """
+    """The example's verdicts; ``agreed`` gets the logs whose cold replay agreed here."""
     failures: list[tuple[str, str]] = []
     store = sim.store
     report = await check_invariants(store)
@@ -342,17 +323,8 @@ async def _judge(
     # The reference World's guards accepted every event of its logs, and the checker
     # re-derived them: the oracle may load them as they are (same verdict, no guards).
     checked = report.ok and type(store) is MemoryWorld
-    logs = await finished_logs(store)
-    if fresh_process is not None and report.ok:
-        judged = [events for events in logs if replay_skipped(events) is None]
-        if judged:
-            try:
-                sent.append(
-                    replay_in_fresh_process(judged, hash_seed=fresh_process, checked=checked)
-                )
-            except FreshProcessUnavailable as exc:
-                sent.append(exc)  # raised once this example's own verdicts passed
-    for events in logs:
+    trusted.append(checked)
+    for events in await finished_logs(store):
         broken = _authoring_failure(events)
         if broken:
             failures.append(("authoring", broken))
@@ -361,6 +333,8 @@ async def _judge(
         verdict = await verify_replay_log(events, checked=checked)
         if not verdict.ok:
             failures.append(("replay", verdict.render()))
+        elif verdict.kind == "ok":
+            agreed.append(events)
     if property is not None:
         log = tuple(await Run(run_id=outcome.run_id, world=store).events())
         try:
