@@ -10,12 +10,12 @@ from durasim.sim import Sim
 from durasim.worlds import Event, EventType
 
 
-@step(module="test_fresh_discard")
+@step(module="test_fresh_modes")
 def add(total: int, i: int) -> int:
     return total + i
 
 
-@workflow(module="test_fresh_discard")
+@workflow(module="test_fresh_modes")
 async def adds(n: int) -> int:
     total = 0
     for i in range(n):
