@@ -79,6 +79,32 @@ def _plain(
     return run_id, writers, events, types_, cids
 
 
+def _write_call(
+    reqs: list[EventRequest],
+    run: str,
+    *,
+    batch: bool,
+    keyword: bool,
+    run_kw: bool,
+    as_list: bool = False,
+) -> tuple[str, tuple[Any, ...], dict[str, Any], Any]:
+    """A write call's (name, args, kwargs, requests): one request or a batch (a tuple,
+    or with ``as_list`` the caller's list), its run id and requests by position or by
+    keyword."""
+    payload: Any
+    if not batch:
+        reqs = reqs[:1] or [EventRequest(type=EventType.STEP_CREATED, correlation_id="c")]
+        call, payload, name = "events.create", reqs[0], "request"
+    else:
+        call, payload = "events.create_batch", list(reqs) if as_list else tuple(reqs)
+        name = "requests"
+    if run_kw:
+        return call, (), {"run_id": run, name: payload}, payload
+    if keyword:
+        return call, (run,), {name: payload}, payload
+    return call, (run, payload), {}, payload
+
+
 @settings(max_examples=400, deadline=None)
 @given(
     reqs=requests,
@@ -91,18 +117,7 @@ def _plain(
 def test_describe_write_is_describe_call_and_writers_of(
     *, reqs: list[EventRequest], base: Writer, meta: Any, batch: bool, keyword: bool, run_kw: bool
 ) -> None:
-    if not batch:
-        reqs = reqs[:1] or [EventRequest(type=EventType.STEP_CREATED, correlation_id="c")]
-        call, payload, name = "events.create", reqs[0], "request"
-    else:
-        call, payload, name = "events.create_batch", tuple(reqs), "requests"
-    if run_kw:
-        args: tuple[Any, ...] = ()
-        kwargs: dict[str, Any] = {"run_id": "run-1", name: payload}
-    elif keyword:
-        args, kwargs = ("run-1",), {name: payload}
-    else:
-        args, kwargs = ("run-1", payload), {}
+    call, args, kwargs, _ = _write_call(reqs, "run-1", batch=batch, keyword=keyword, run_kw=run_kw)
     actor = Actor(writer=base)
     token = STEP_METADATA.set(meta)
     try:
@@ -187,18 +202,9 @@ def test_a_write_recorded_as_asked_is_the_write_described(
     # Scheduler.call records a write as asked (asked_of, the writer, the step metadata):
     # its points, its trace rows and a refusal's record are those of the write
     # described at once (describe_write), as the call recorded it before.
-    if not batch:
-        reqs = reqs[:1] or [EventRequest(type=EventType.STEP_CREATED, correlation_id="c")]
-        call, payload, name = "events.create", reqs[0], "request"
-    else:
-        call, payload, name = "events.create_batch", list(reqs), "requests"
-    if run_kw:
-        args: tuple[Any, ...] = ()
-        kwargs: dict[str, Any] = {"run_id": run, name: payload}
-    elif keyword:
-        args, kwargs = (run,), {name: payload}
-    else:
-        args, kwargs = (run, payload), {}
+    call, args, kwargs, payload = _write_call(
+        reqs, run, batch=batch, keyword=keyword, run_kw=run_kw, as_list=True
+    )
     asked = (*asked_of(call, args, kwargs), base, meta)
     run_id, writers, events, _, _ = describe_write(call, args, kwargs, base, meta)
     if batch:
