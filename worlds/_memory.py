@@ -36,7 +36,6 @@ from ._entities import (
     RunPage,
     RunRecord,
     RunStatus,
-    Snapshot,
     StepRecord,
     WaitRecord,
     WaitStatuses,
@@ -58,7 +57,13 @@ from ._events import (
 )
 from ._facet import WorldFacet
 from ._fold import FoldedRun, fold_log
-from ._guards import Plan, plan_batch, plan_create_run, plan_write
+from ._guards import (
+    Plan,
+    _snapshot,  # Snapshot(...) through its builder: the planners' own
+    plan_batch,
+    plan_create_run,
+    plan_write,
+)
 from ._memory_queue import MemoryQueue, MemoryStreams, QueueSlot, StreamBuffer
 from ._text import check_text, check_token
 from ._time import Clock, IdSource, RandomIds, SystemClock
@@ -67,7 +72,6 @@ __all__ = ["MemoryWorld"]
 
 
 _batch_result = builder(BatchResult)
-_snapshot = builder(Snapshot)
 _event_page = builder(EventPage)
 
 
