@@ -153,21 +153,28 @@ class _Watchdog:
                         continue
                     self._guards.remove(guard)
                     self._fire(guard)
-                if self._guards:
-                    self._waking_at = min(g.due for g in self._guards)
-                    self._linger = True
-                elif self._linger:
-                    # Sims come one after another: with nothing armed the thread
-                    # still wakes a while later, so the next Sims' later deadlines
-                    # need not wake it now (one wake-up per _LINGER, not per Sim).
-                    self._waking_at = now + _LINGER
-                    self._linger = False
-                else:
-                    self._waking_at = None  # lingered in vain: the next arm wakes it
+                self._plan_wake(now)
                 wait = None
                 if self._waking_at is not None:
                     wait = min(max(0.0, self._waking_at - now), threading.TIMEOUT_MAX)
                 self._changed.wait(wait)
+
+    def _plan_wake(self, now: float) -> None:
+        """When the thread wakes next (``_waking_at``; None: when an arm wakes it).
+
+        Called with the lock held, after the due guards were handled.
+        """
+        if self._guards:
+            self._waking_at = min(g.due for g in self._guards)
+            self._linger = True
+        elif self._linger:
+            # Sims come one after another: with nothing armed the thread still wakes
+            # a while later, so the next Sims' later deadlines need not wake it now
+            # (one wake-up per _LINGER, not per Sim).
+            self._waking_at = now + _LINGER
+            self._linger = False
+        else:
+            self._waking_at = None  # lingered in vain: the next arm wakes it
 
     def _fire(self, guard: WallGuard) -> None:
         frame = sys._current_frames().get(guard.thread_id)

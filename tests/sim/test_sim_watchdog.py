@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -13,9 +12,7 @@ import pytest
 from simflows import chain, sleepy
 
 from durasim.runtime import step, workflow
-from durasim.runtime.lowlevel import wall_monotonic
 from durasim.sim import BudgetExceeded, Sim, StuckCode, _watchdog
-from durasim.sim._errors import WallBudgetInterrupt
 from durasim.worlds import SQLiteWorld, WorldSetup
 
 #: Small enough to keep the suite fast; the one budget each test below relies on.
@@ -162,44 +159,52 @@ def test_an_unbounded_wall_budget_arms_no_watchdog() -> None:
     assert outcome.idle.status == "idle"
 
 
-def test_a_deadline_armed_while_the_thread_lingers_fires_in_time(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # With nothing armed the thread waits _LINGER before it waits for a wake-up; an
-    # arm then wakes it only for a deadline before that.  Both kinds are seen in time.
-    monkeypatch.setattr(_watchdog, "_LINGER", 0.3)
+class _Notes:
+    """A stand-in for the watchdog's condition: counts the wake-ups an arm asks for."""
+
+    def __init__(self) -> None:
+        self.notified = 0
+
+    def notify(self) -> None:
+        self.notified += 1
+
+
+def _guard(due: float) -> _watchdog.WallGuard:
+    guard = _watchdog.WallGuard(threading.get_ident(), label=lambda frame: None)
+    guard.due = due
+    return guard
+
+
+def _wakes_at(dog: _watchdog._Watchdog, now: float) -> float | None:
+    """The thread's plan after handling the due guards, at wall time ``now``."""
+    dog._plan_wake(now)
+    return dog._waking_at
+
+
+def test_with_nothing_armed_the_thread_lingers_once_then_waits_for_an_arm() -> None:
+    # The decision alone: no thread, no clock.
     dog = _watchdog._Watchdog()
-    fired: list[float] = []
-    done = threading.Event()
+    linger = _watchdog._LINGER
+    assert _wakes_at(dog, 100.0) == 100.0 + linger  # nothing armed: it lingers
+    assert _wakes_at(dog, 100.0 + linger) is None  # lingered in vain: an arm wakes it
+    dog._guards = [_guard(300.0), _guard(250.0)]
+    assert _wakes_at(dog, 200.0) == 250.0  # the earliest deadline
+    dog._guards = []
+    assert _wakes_at(dog, 260.0) == 260.0 + linger  # guards seen: it lingers again
 
-    def victim() -> None:
-        try:
-            while not done.is_set():
-                time.sleep(0.001)
-        except WallBudgetInterrupt:
-            fired.append(wall_monotonic())
 
-    for delay in (0.05, 0.6):  # before the lingering thread's deadline, then after it
-        thread = threading.Thread(target=victim)
-        thread.start()
-        assert thread.ident is not None
-        # A guard the thread drops at once (halted, no allowance limit) leaves it lingering.
-        gone = _watchdog.WallGuard(thread.ident, label=lambda frame: None)
-        gone.due, gone.allowance, gone.halted = wall_monotonic(), float("inf"), lambda: True
-        dog.arm(gone)
-        deadline = wall_monotonic() + 5
-        while (dog._guards or dog._waking_at is None) and wall_monotonic() < deadline:
-            time.sleep(0.005)
-        assert not dog._guards  # lingering:
-        assert dog._waking_at is not None
-        guard = _watchdog.WallGuard(thread.ident, label=lambda frame: None)
-        guard.due = armed = wall_monotonic() + delay
-        dog.arm(guard)
-        thread.join(timeout=5)
-        done.set()
-        thread.join()
-        done.clear()
-        # Not at the linger's end (0.3 s): at the deadline itself.
-        assert fired
-        assert armed <= fired[-1] < armed + 0.2, (delay, fired)
-        dog.disarm(guard)
+def test_an_arm_wakes_a_lingering_thread_only_for_an_earlier_deadline() -> None:
+    dog = _watchdog._Watchdog()
+    notes = _Notes()
+    dog._changed = notes  # type: ignore[assignment]
+    dog._thread = threading.current_thread()  # as if running: arm() starts none
+    dog._plan_wake(100.0)  # lingering until 100 + _LINGER
+    dog.arm(_guard(100.0 + _watchdog._LINGER + 1))
+    assert notes.notified == 0  # seen when the thread wakes at the linger's end
+    dog.arm(_guard(100.0 + _watchdog._LINGER - 1))
+    assert notes.notified == 1  # before the linger's end: the thread is woken for it
+    dog._guards.clear()
+    dog._plan_wake(200.0 + _watchdog._LINGER)
+    assert _wakes_at(dog, 300.0 + _watchdog._LINGER) is None  # waiting for an arm
+    dog.arm(_guard(1e9))
+    assert notes.notified == 2  # any deadline wakes a thread that waits for an arm
