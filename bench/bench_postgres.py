@@ -81,6 +81,7 @@ import psycopg
 from durasim.runtime import Worker, create_hook, resume_hook, sleep, start, step, workflow
 from durasim.worlds import PostgresWorld
 from durasim.worlds._postgres_events import _Events
+from durasim.worlds._postgres_wire import DirectStatements
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PEERS_PYTHON = Path(os.environ.get("DURASIM_PEERS_PYTHON", "/tmp/bench-peers/bin/python"))
@@ -289,7 +290,10 @@ async def scaling(url: str, dsn: str, schema: str, repeat: int, n: int) -> dict[
 class Counted:
     """Counts, in this process, what psycopg sends: statements, transactions, writes.
 
-    ``statements``: every ``execute`` and ``executemany`` call (reads included);
+    ``statements``: every ``execute`` and ``executemany`` call (reads included),
+    and every one-statement write the World sends through libpq itself
+    (``DirectStatements.first_value``; its PREPARE, once per statement shape and
+    connection, is not counted);
     ``blocks``: transaction blocks (``conn.transaction()``: BEGIN ... COMMIT);
     ``autocommit_writes``: statements outside a block that write (INSERT,
     UPDATE, DELETE, or a WITH holding one): each commits as it runs.  A write
@@ -326,6 +330,18 @@ class Counted:
 
             return counted
 
+        def wrap_direct(method: Any) -> Any:
+            # A one-statement write sent through libpq (DirectStatements): every
+            # statement it sends is an autocommit write.
+            async def counted(direct: Any, *args: Any, **kwargs: Any) -> Any:
+                counts.statements += 1
+                counts.event_statements += counts._in_event_write
+                counts.autocommit_writes += 1
+                counts.event_commits += counts._in_event_write
+                return await method(direct, *args, **kwargs)
+
+            return counted
+
         def wrap_block(method: Any) -> Any:
             def counted(conn: Any, *args: Any, **kwargs: Any) -> Any:
                 counts.blocks += 1
@@ -349,6 +365,7 @@ class Counted:
             (psycopg.AsyncCursor, "execute", wrap),
             (psycopg.AsyncCursor, "executemany", wrap),
             (psycopg.AsyncConnection, "transaction", wrap_block),
+            (DirectStatements, "first_value", wrap_direct),
             (_Events, "create", wrap_event_write),
             (_Events, "create_batch", wrap_event_write),
         ):

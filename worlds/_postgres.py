@@ -46,7 +46,7 @@ import itertools
 import secrets
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import psycopg
@@ -66,6 +66,7 @@ from ._postgres_events import _Events
 from ._postgres_facets import _Hooks, _Runs, _Steps, _Waits
 from ._postgres_queue import PostgresQueue, PostgresStreams
 from ._postgres_views import _KnownRuns
+from ._postgres_wire import DirectStatements, wire_params
 from ._time import Clock, IdSource, RandomIds, SystemClock, housekeeping
 
 __all__ = ["PostgresWorld", "redact_dsn"]
@@ -156,7 +157,7 @@ class PostgresWorld:
         # One connection outside the pool for the one-statement writes (see
         # _transact): taking a pooled connection costs more CPU than the write.
         self._direct: Conn | None = None
-        self._direct_cursor: psycopg.AsyncRawCursor[tuple[Any, ...]] | None = None
+        self._direct_wire: DirectStatements | None = None
         self._direct_busy = False
         self._run_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         # Runs as this process last wrote them: the next write to one of them
@@ -202,7 +203,7 @@ class PostgresWorld:
         self._closed = True
         await self.queue._stop_listening()
         pool, self._pool, self._opening = self._pool, None, None
-        direct, self._direct, self._direct_cursor = self._direct, None, None
+        direct, self._direct, self._direct_wire = self._direct, None, None
         same_loop = self._loop is asyncio.get_running_loop()
         if direct is not None and same_loop:
             with contextlib.suppress(psycopg.Error):
@@ -232,7 +233,7 @@ class PostgresWorld:
         if self._opening is None or self._loop is not loop:
             if self._loop is not loop:
                 self._pool = None
-                self._direct, self._direct_cursor, self._direct_busy = None, None, False
+                self._direct, self._direct_wire, self._direct_busy = None, None, False
                 self._run_locks = {}
                 self.queue._forget_listener()
                 self._drop_connections()
@@ -408,14 +409,28 @@ class PostgresWorld:
         if self._closed:  # closed while connecting
             await conn.close()
             return None
-        self._direct, self._direct_cursor = conn, psycopg.AsyncRawCursor(conn)
+        self._direct, self._direct_wire = conn, DirectStatements(conn)
         return conn
 
-    def _raw_cursor(self, conn: Conn) -> psycopg.AsyncRawCursor[tuple[Any, ...]]:
-        """A raw cursor on ``conn``: the dedicated connection's keeps one (no set-up per write)."""
-        if conn is self._direct and self._direct_cursor is not None:
-            return self._direct_cursor
-        return psycopg.AsyncRawCursor(conn)
+    async def _count(
+        self, conn: Conn, statement: str, params: Sequence[Any], types: tuple[str, ...]
+    ) -> int:
+        """The one integer a one-statement write returns (0: no row), sent on ``conn``.
+
+        On the dedicated connection it goes through libpq itself
+        (:class:`DirectStatements`: a quarter of a step's World CPU less);
+        elsewhere, or with a parameter that is not of its SQL type in ``types``, through a
+        raw cursor.
+        """
+        wire = self._direct_wire
+        if wire is not None and wire.conn is conn:
+            sendable = wire_params(params, types)
+            if sendable is not None:
+                value = await wire.first_value(statement, *sendable)
+                return 0 if value is None else int(value)
+        cur = await psycopg.AsyncRawCursor(conn).execute(statement, params)
+        row = await cur.fetchone()
+        return 0 if row is None or row[0] is None else int(row[0])
 
     def _check_direct(self, conn: Conn) -> None:
         """After a write on the dedicated connection: drop it unless it is idle and usable.
@@ -425,7 +440,7 @@ class PostgresWorld:
         """
         if conn.closed or conn.pgconn.transaction_status != _IDLE:
             if self._direct is conn:
-                self._direct = self._direct_cursor = None
+                self._direct = self._direct_wire = None
             if not conn.closed:
                 conn.pgconn.finish()
 

@@ -86,6 +86,10 @@ _HOOK_TYPES = (
     "text", "text", "text", "text", "bytea", "boolean", "integer", "bigint", "bigint",
 )  # fmt: skip
 _WAIT_TYPES = ("text", "text", "text", "bigint", "bigint", "bigint", "bigint")
+#: The run's columns a write that changes the run's record sets (:data:`_UPDATE_RUN_ROW`).
+_RUN_HEAD_TYPES = ("text", "bytea", "bytea", "text", "text", "text", "bigint", "bigint", "bigint")
+#: The counters set, then the run and the counters the write expects (:func:`_fast_write`).
+_COUNTER_TYPES = ("bigint", "bigint", "text", "bigint", "bigint")
 
 
 def _sets(columns: str) -> str:
@@ -165,6 +169,15 @@ def _fast_write(run_changed: bool, events: int, *entities: int) -> str:
     # caches) only short statements with few parameters, and this one is neither.
     numbers = itertools.count(1)
     return re.sub("%s", lambda _: f"${next(numbers)}", "".join(parts))
+
+
+@functools.lru_cache(maxsize=128)
+def _fast_types(run_changed: bool, events: int, *entities: int) -> tuple[str, ...]:
+    """The SQL type of each parameter of :func:`_fast_write` of the same shape, in order."""
+    types = [*(_RUN_HEAD_TYPES if run_changed else ()), *_COUNTER_TYPES, *_EVENT_TYPES * events]
+    for i, (_, _, row_types, _) in enumerate(_ENTITY_TABLES):
+        types += row_types * (entities[2 * i] + entities[2 * i + 1])
+    return tuple(types)
 
 
 _TYPE_TEXT: Final = {t: t.value for t in EventType}
@@ -547,14 +560,14 @@ class _Events(_Facet):
             *itertools.chain.from_iterable(rows),
         )
         statement = _fast_write(run_changed, *shape)
+        types = _fast_types(run_changed, *shape)
 
         async def write(conn: Conn) -> None:
             try:
-                cur = await self._w._raw_cursor(conn).execute(statement, params)
+                written = await self._w._count(conn, statement, params, types)
             except psycopg.errors.UniqueViolation as exc:
                 raise _Taken from exc
-            row = await cur.fetchone()
-            if row is None or row[0] != 1:
+            if written != 1:
                 raise _Stale
 
         try:

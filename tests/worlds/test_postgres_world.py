@@ -27,6 +27,7 @@ from durasim.worlds import (
     WorldError,
     _postgres_views,
 )
+from durasim.worlds._postgres_wire import DirectStatements
 
 HERE = Path(__file__).parent
 req = EventRequest.of
@@ -492,6 +493,14 @@ async def test_hook_and_wait_writes_from_memory_answer_as_the_locked_path(
         return await execute(*args, **kwargs)
 
     monkeypatch.setattr(psycopg.AsyncCursor, "execute", sent)
+    first_value = DirectStatements.first_value
+
+    async def sent_direct(*args: Any, **kwargs: Any) -> Any:  # a write sent through libpq
+        nonlocal statements
+        statements += 1
+        return await first_value(*args, **kwargs)
+
+    monkeypatch.setattr(DirectStatements, "first_value", sent_direct)
 
     try:
         for world in (pair[0], oracle):
