@@ -11,14 +11,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pgload_flows
 import psycopg
 import psycopg.errors
 import pytest
-from _postgres_support import require_postgres
+from _postgres_support import new_schema, require_postgres
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg.pq import TransactionStatus
 
+from durasim.runtime import Worker, start
+from durasim.worlds import PostgresWorld
 from durasim.worlds import _postgres_wire as wire
 
 TYPES = ("text", "bigint", "integer", "boolean", "bytea")
@@ -144,3 +147,26 @@ async def test_statements_past_the_prepared_limit_still_run(
         assert await cur.fetchone() == (2,)
     finally:
         await conn.close()
+
+
+async def test_the_dedicated_connections_socket_is_watched_only_while_a_statement_waits(
+    dsn: str,
+) -> None:
+    """Runs served together (step writes, claims and acks interleave on one World).
+
+    The simulator's loop reads a watched socket as input or output in flight, so
+    the socket must not stay watched between statements (a reader kept on it
+    once made a simulation wait on it for ever).
+    """
+    world = await PostgresWorld(dsn, schema=new_schema(), pool_size=2).open()
+    try:
+        handles = [await start(pgload_flows.chain, 5, world=world) for _ in range(6)]
+        worker = Worker(world, concurrency=3)
+        # A guard against a lost wake-up, not a timed assertion.
+        await asyncio.wait_for(worker.drain(), timeout=120)
+        assert [await h.result() for h in handles] == [pgload_flows.expected(5)] * 6
+        direct = world._direct
+        assert direct is not None
+        assert not asyncio.get_running_loop().remove_reader(direct.pgconn.socket)
+    finally:
+        await world.close()
