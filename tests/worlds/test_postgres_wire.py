@@ -9,6 +9,7 @@ server error is psycopg's own exception and leaves the connection usable.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pgload_flows
@@ -22,6 +23,7 @@ from psycopg.pq import TransactionStatus
 
 from durasim.runtime import Worker, start
 from durasim.worlds import PostgresWorld
+from durasim.worlds import _postgres_events as pe
 from durasim.worlds import _postgres_wire as wire
 
 TYPES = ("text", "bigint", "integer", "boolean", "bytea")
@@ -170,3 +172,20 @@ async def test_the_dedicated_connections_socket_is_watched_only_while_a_statemen
         assert not asyncio.get_running_loop().remove_reader(direct.pgconn.socket)
     finally:
         await world.close()
+
+
+@pytest.mark.parametrize("run_changed", [False, True])
+@pytest.mark.parametrize("events", [1, 3])
+@pytest.mark.parametrize("entities", [(0, 0, 0, 0, 0, 0), (1, 1, 0, 0, 0, 0), (1, 2, 2, 1, 1, 2)])
+def test_the_one_statement_writes_types_follow_its_placeholders(
+    run_changed: bool, events: int, entities: tuple[int, ...]
+) -> None:
+    """Every ``$n::type`` cast in the statement names the type ``_fast_types`` gives ``$n``."""
+    statement = pe._fast_write(run_changed, events, *entities)
+    types = pe._fast_types(run_changed, events, *entities)
+    numbers = [int(n) for n in re.findall(r"\$(\d+)", statement)]
+    assert sorted(numbers) == list(range(1, len(types) + 1))
+    casts = re.findall(r"\$(\d+)::(\w+)", statement)
+    assert casts, statement
+    for number, cast in casts:
+        assert types[int(number) - 1] == cast, (number, cast)
