@@ -53,6 +53,10 @@ clock; results go into docs/benchmarks.md by hand, with the command and the mach
 - **in turns** (``--turns ROUNDS`` runs only this): per round the bare loop,
   one ``sequential(1000)`` run on one worker process, and one DBOS run; the
   median of the per-round ratios is what issue 22's targets are judged by.
+- **instructions** (``--instructions`` runs only this): the CPU instructions the
+  worker's process spends per step (one ``sequential`` run served in-process by
+  one Worker), counted by callgrind as (I(300 steps) - I(30 steps)) / 270: the
+  client's share of a step, repeatable where wall time drifts.
 - **DBOS Transact** on the same server (``bench/peers/dbos_postgres.py`` in the
   peers' venv; its system database is a separate database on this server):
   ``sequential(1000)`` of ``@DBOS.step`` functions, median of ``--repeat``.
@@ -77,6 +81,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from _callgrind import instructions as count_instructions
+from _callgrind import require_valgrind
 
 from durasim.runtime import Worker, create_hook, resume_hook, sleep, start, step, workflow
 from durasim.worlds import PostgresWorld
@@ -655,9 +661,40 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+async def worker_steps(server_dsn: str, n: int) -> None:
+    """One ``sequential(n)`` run served to its end in this process (``--instructions``)."""
+    dsn = with_database(server_dsn, BENCH_DB)
+    schema = f"bench_{secrets.token_hex(4)}"
+    world = await PostgresWorld(dsn, schema=schema).open()
+    try:
+        handle = await start(sequential, n, world=world)
+        await Worker(world).run_until_complete(handle, poll=0.01)
+        assert await handle.result() == n * (n - 1) // 2
+    finally:
+        await world.close()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def instructions_per_step(server_dsn: str) -> float:
+    """Instructions a worker spends per step, client side: (I(300) - I(30)) / 270."""
+    require_valgrind()
+    ensure_database(server_dsn, BENCH_DB)
+    small, large = 30, 300
+    counts = [
+        count_instructions(__file__, "--child-steps", server_dsn, str(n)) for n in (small, large)
+    ]
+    per = (counts[1] - counts[0]) / (large - small)
+    print(f"{per / 1e3:.1f}k instructions per step in the worker (callgrind, client side)")
+    return per
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child-claimer":
         asyncio.run(claimer(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+        sys.exit(0)
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-steps":
+        asyncio.run(worker_steps(sys.argv[2], int(sys.argv[3])))
         sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="one repeat, fewer samples")
@@ -668,8 +705,15 @@ if __name__ == "__main__":
     parser.add_argument(
         "--turns", type=int, metavar="ROUNDS", help="only the targets: bare, durasim, DBOS in turns"
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="only the worker's CPU instructions per step (callgrind; needs valgrind)",
+    )
     arguments = parser.parse_args()
-    if arguments.turns:
+    if arguments.instructions:
+        out = {"instructions_per_step": instructions_per_step(arguments.dsn)}
+    elif arguments.turns:
         out = asyncio.run(turns(arguments, arguments.turns))
     elif arguments.profile:
         out = asyncio.run(profile_only(arguments.dsn))
