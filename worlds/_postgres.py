@@ -409,7 +409,8 @@ class PostgresWorld:
         if self._closed:  # closed while connecting
             await conn.close()
             return None
-        self._direct, self._direct_wire = conn, DirectStatements(conn)
+        wire = DirectStatements(conn) if DirectStatements.usable_on(conn) else None
+        self._direct, self._direct_wire = conn, wire
         return conn
 
     async def _count(

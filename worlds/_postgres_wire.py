@@ -8,8 +8,8 @@ instructions a statement, against 7.5k for ``psycopg.pq``'s own blocking call
 (callgrind, 2026-12-03).  :class:`DirectStatements` speaks the extended
 protocol through ``psycopg.pq`` (the libpq binding psycopg publishes) instead:
 each statement prepared once per connection, each parameter encoded for the
-SQL type the statement gives it (text as UTF-8 text; integers and ``bytea`` in
-binary) with its type left to the statement's casts, and the socket waited on
+SQL type the statement gives it (in binary: UTF-8 text, integers, ``bytea``;
+``boolean`` as text) with its type left to the statement's casts, and the socket waited on
 with the event loop's reader.  A worker's PostgreSQL step went from 737k to
 634k instructions.  Errors come back as the exceptions psycopg itself raises
 (``UniqueViolation``, ``OperationalError``, ...), so callers handle them alike;
@@ -48,7 +48,9 @@ _MAX_PREPARED: Final = 128
 #: non-integer or an integer out of the column's range; ``KeyError`` for a
 #: ``boolean`` that is neither True nor False).
 _ENCODERS: Final[dict[str, tuple[Callable[[Any], bytes], int]]] = {
-    "text": (str.encode, 0),
+    # In binary, as its length goes with it: libpq reads a text-format value up to
+    # its first NUL (silently cutting it short), the server refuses a NUL in binary.
+    "text": (str.encode, 1),
     "bigint": (struct.Struct("!q").pack, 1),
     "integer": (struct.Struct("!i").pack, 1),
     "boolean": ({True: b"t", False: b"f"}.__getitem__, 0),
@@ -86,9 +88,22 @@ def wire_params(
 
 
 class DirectStatements:
-    """Prepared statements on one autocommit connection, answered through libpq."""
+    """Prepared statements on one autocommit connection, answered through libpq.
+
+    Text goes as UTF-8: only for a connection whose client encoding is UTF-8
+    (:meth:`usable_on`).
+    """
+
+    @staticmethod
+    def usable_on(conn: psycopg.AsyncConnection[Any]) -> bool:
+        """Whether ``conn`` takes text as UTF-8 (psycopg encodes for any other encoding)."""
+        return conn.info.encoding == "utf-8"
 
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        if not self.usable_on(conn):
+            raise ValueError(
+                f"client encoding {conn.info.encoding!r}: DirectStatements sends UTF-8"
+            )
         self.conn = conn
         self._pg = conn.pgconn
         self._encoding = conn.info.encoding

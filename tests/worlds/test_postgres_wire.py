@@ -189,3 +189,29 @@ def test_the_one_statement_writes_types_follow_its_placeholders(
     assert casts, statement
     for number, cast in casts:
         assert types[int(number) - 1] == cast, (number, cast)
+
+
+async def test_text_holding_a_nul_is_refused_by_the_server_not_cut_short(dsn: str) -> None:
+    """libpq reads a text-format value up to its first NUL; text goes in binary instead."""
+    conn = await _connection(dsn)
+    try:
+        direct = wire.DirectStatements(conn)
+        with pytest.raises(psycopg.errors.CharacterNotInRepertoire):
+            await direct.first_value(
+                INSERT, *_sendable((9, "ab\x00cd", 1, 1, True, b""), ROW_TYPES)
+            )
+        assert conn.pgconn.transaction_status == TransactionStatus.IDLE
+        cur = await conn.execute("SELECT count(*) FROM wire_t")
+        assert await cur.fetchone() == (0,)
+    finally:
+        await conn.close()
+
+
+async def test_a_connection_not_in_utf8_is_left_to_psycopg(dsn: str) -> None:
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True, client_encoding="LATIN1")
+    try:
+        assert not wire.DirectStatements.usable_on(conn)
+        with pytest.raises(ValueError, match="DirectStatements sends UTF-8"):
+            wire.DirectStatements(conn)
+    finally:
+        await conn.close()
