@@ -9,9 +9,10 @@ instructions a statement, against 7.5k for ``psycopg.pq``'s own blocking call
 protocol through ``psycopg.pq`` (the libpq binding psycopg publishes) instead:
 each statement prepared once per connection, each parameter encoded for the
 SQL type the statement gives it (in binary: UTF-8 text, integers, ``bytea``;
-``boolean`` as text) with its type left to the statement's casts, and the socket waited on
-with the event loop's reader.  A worker's PostgreSQL step went from 737k to
-634k instructions.  Errors come back as the exceptions psycopg itself raises
+``boolean`` as text) with its type left to the statement's casts, and the
+socket waited on with the event loop's reader.  A worker's PostgreSQL step
+went from 753k to 638k instructions (``bench_postgres.py --instructions``,
+medians of 3).  Errors come back as the exceptions psycopg itself raises
 (``UniqueViolation``, ``OperationalError``, ...), so callers handle them alike;
 a parameter not of its type's Python type is not sent here (:func:`wire_params`
 answers ``None`` and the caller uses a cursor).
