@@ -60,13 +60,16 @@ _ENCODERS: Final[dict[str, tuple[Callable[[Any], bytes], int]]] = {
 
 
 @functools.lru_cache(maxsize=128)
-def _encoding(types: tuple[str, ...]) -> tuple[tuple[Callable[[Any], bytes], ...], list[int]]:
-    return tuple(_ENCODERS[t][0] for t in types), [_ENCODERS[t][1] for t in types]
+def _encoding(
+    types: tuple[str, ...],
+) -> tuple[tuple[Callable[[Any], bytes], ...], tuple[int, ...]]:
+    # Tuples: the cache hands the same objects to every caller.
+    return tuple(_ENCODERS[t][0] for t in types), tuple(_ENCODERS[t][1] for t in types)
 
 
 def wire_params(
     params: Sequence[Any], types: tuple[str, ...]
-) -> tuple[list[bytes | None], list[int]] | None:
+) -> tuple[list[bytes | None], tuple[int, ...]] | None:
     """``params`` (of the SQL ``types``) as libpq values and formats; ``None``: send them otherwise.
 
     ``None`` when a value is not of its type's Python type (a ``bytearray`` for
@@ -81,7 +84,7 @@ def wire_params(
         raise ValueError(f"{len(params)} parameters for {len(encoders)} types")
     try:
         values = [
-            None if v is None else encode(v) for encode, v in zip(encoders, params, strict=True)
+            None if v is None else encode(v) for encode, v in zip(encoders, params, strict=False)
         ]
     except (TypeError, KeyError, struct.error):
         return None
@@ -111,7 +114,7 @@ class DirectStatements:
         self._names: dict[str, bytes] = {}
 
     async def first_value(
-        self, statement: str, values: list[bytes | None], formats: list[int]
+        self, statement: str, values: Sequence[bytes | None], formats: Sequence[int]
     ) -> bytes | None:
         """Run ``statement`` (``$n`` placeholders); its first row's first column, as text.
 

@@ -51,7 +51,7 @@ def dsn() -> str:
 
 def _sendable(
     params: tuple[Any, ...], types: tuple[str, ...]
-) -> tuple[list[bytes | None], list[int]]:
+) -> tuple[list[bytes | None], tuple[int, ...]]:
     sendable = wire.wire_params(params, types)
     assert sendable is not None
     return sendable
