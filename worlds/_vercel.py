@@ -1243,13 +1243,14 @@ class VercelFactory:
         return world
 
     def run_script(
-        self, script: Path, *, timeout: float = 300.0
+        self, script: Path, *, args: Sequence[str] = (), timeout: float = 300.0
     ) -> subprocess.CompletedProcess[str]:
         """Run a plain-Node script against this package, as a user who installed it would.
 
         The script is copied into the package's install directory (where its bare
-        ``import`` resolves) and run with Node; for world-postgres it gets a scratch
-        database set up by the package (``WORKFLOW_POSTGRES_URL``).
+        ``import`` resolves) and run with Node, with ``args`` after it; for
+        world-postgres it gets a scratch database set up by the package
+        (``WORKFLOW_POSTGRES_URL``).
         """
         package = self.package
         env = dict(os.environ)
@@ -1262,7 +1263,7 @@ class VercelFactory:
             copy.write_text(script.read_text())
             try:
                 return subprocess.run(  # noqa: S603 -- node on a script durasim wrote
-                    [require_node(), str(copy)],
+                    [require_node(), str(copy), *args],
                     cwd=package.directory,
                     env=env,
                     capture_output=True,

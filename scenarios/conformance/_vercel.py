@@ -183,15 +183,26 @@ class VercelVerdict:
         return written
 
 
-def check_repros(factory: VercelFactory, scripts: Iterable[Path]) -> list[tuple[Path, bool, str]]:
+def check_repros(
+    factory: VercelFactory, scripts: Iterable[Path], *, race_rounds: int | None = None
+) -> list[tuple[Path, bool, str]]:
     """Run each reproduction in plain Node: ``(script, reproduced, its last line)``.
 
     A script reproduces when it exits 1 after printing ``REPRODUCED`` (an uncaught error
-    also exits 1, without that line).
+    also exits 1, without that line).  ``race_rounds``: run each race's script this many
+    rounds, not the :data:`RACE_ROUNDS` it was written with (its ``ROUNDS`` argument); a
+    contract violation's script runs its one round either way.
     """
+    if race_rounds is not None and (
+        isinstance(race_rounds, bool) or not isinstance(race_rounds, int) or race_rounds < 1
+    ):
+        raise ValueError(f"race_rounds={race_rounds!r}: pass a whole number of rounds, 1 or more")
     results = []
     for script in scripts:
-        done = factory.run_script(script)
+        args: tuple[str, ...] = ()
+        if race_rounds is not None and script.read_text().startswith(_RACE_HEADER):
+            args = (str(race_rounds),)
+        done = factory.run_script(script, args=args)
         output = (done.stdout + done.stderr).strip().splitlines()
         last = output[-1] if output else f"exit status {done.returncode}, no output"
         reproduced = done.returncode == 1 and "REPRODUCED" in done.stdout
@@ -325,6 +336,9 @@ _ID_KEYS = frozenset({"runId", "token", "correlationId", "hookId", "stepId", "wa
 _VERCEL_RUN = re.compile(r"^wrun_[0-9A-HJKMNP-TV-Z]{26}$")
 #: Rounds of a race's script (each a fresh set of ids in one World).
 RACE_ROUNDS = 200
+
+#: The first line of a race's script (:func:`check_repros` tells races by it).
+_RACE_HEADER = "// Reproduction of a race "
 
 
 def _literal(value: Any, names: dict[str, str]) -> str:
@@ -486,9 +500,11 @@ def repro_script(
     minted_vars = "".join(f"let {var};\n" for var in sorted(set(names.values())))
     static_runs = json.dumps([[value, runs[value]] for value in statics if value in runs])
     kind = "a race" if rounds > 1 else "a contract violation"
+    usage = f"node THIS_FILE.mjs [ROUNDS]   (default {rounds})"
     return f"""// Reproduction of {kind} found by durasim conformance --vercel.
 // Package: {name}@{version}.  No durasim needed:
 {setup}
+// Rounds: {usage}
 // durasim check: {finding.layer}: {finding.name}
 // What durasim's contract (docs/protocol.md) expected, and what happened:
 {message}
@@ -512,7 +528,12 @@ const pkg = await import({json.dumps(name)});
 const world = (pkg.createWorld ?? pkg.createLocalWorld)({options});
 const bytes = (b64) => new Uint8Array(Buffer.from(b64, 'base64'));
 
-const ROUNDS = {rounds};
+const ROUNDS = process.argv[2] === undefined ? {rounds} : Number(process.argv[2]);
+if (!Number.isInteger(ROUNDS) || ROUNDS < 1) {{
+  console.error(`ROUNDS must be a whole number of rounds, 1 or more, not ${{process.argv[2]}}: ` +
+    {json.dumps(usage)});
+  process.exit(2);
+}}
 const EXPECTED = {json.dumps(expected, ensure_ascii=False)};
 const IDS = new Set({json.dumps(statics, ensure_ascii=False)});
 const STATIC_RUNS = {static_runs};

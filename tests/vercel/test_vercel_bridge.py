@@ -159,11 +159,23 @@ def _verdict_over(factory: VercelFactory, tmp_path: Path) -> None:
     written = verdict.write_repros(tmp_path / "repro")
     assert len(written) >= len(contract)
     races = {path.name for path in written if "-group-" in path.name}
-    for script, reproduced, last in check_repros(factory, written):
+    # A race's script runs RACE_ROUNDS (200) rounds for a user; here 5 show it runs its
+    # rounds and reports them (the count reproduced is a timing, not asserted).
+    for script, reproduced, last in check_repros(factory, written, race_rounds=5):
         if script.name in races:
-            assert "REPRODUCED in" in last or "not reproduced in 200" in last, last
+            assert ("REPRODUCED in" in last and " of 5 round(s)" in last) or (
+                "not reproduced in 5 round(s)" in last
+            ), last
         else:
             assert reproduced, (script.name, last)
+    for script in written:
+        if script.name in races:
+            # ROUNDS must be a whole number: a bad one is refused before any call.
+            refused = factory.run_script(script, args=("0",))
+            assert refused.returncode == 2, refused.stdout + refused.stderr
+            assert "ROUNDS must be a whole number of rounds, 1 or more, not 0" in refused.stderr
+            assert "#1 " not in refused.stdout
+            break
     layers = {layer.name: layer for layer in verdict.report.layers}
     assert layers["contract"].passed > 0, text
     assert not layers["contract"].not_run
@@ -202,3 +214,9 @@ def test_the_host_exits_when_its_parent_goes(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0
+
+
+@pytest.mark.parametrize("rounds", [0, -3, True, 2.5, "5"])
+def test_race_rounds_must_be_a_whole_number(rounds: object) -> None:
+    with pytest.raises(ValueError, match=r"race_rounds=.*pass a whole number of rounds, 1 or more"):
+        check_repros(vercel_factory(WORLD_LOCAL), [], race_rounds=rounds)  # type: ignore[arg-type]
