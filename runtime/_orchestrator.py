@@ -37,6 +37,7 @@ from durasim.worlds import (
     CorruptedLog,
     Event,
     EventRequest,
+    RunRecord,
     Types,
     World,
 )
@@ -128,6 +129,9 @@ class DeliveryReport:
     wake_at: datetime | None = None
     divergences: int = 0
     divergence: str = ""  # what the last divergence said (both sides, the likely causes)
+    #: The run as this delivery read it (or kept it) before replaying: ``None`` until
+    #: then.  Its creation attributes (a child's parent) never change.
+    run: RunRecord | None = None
 
 
 async def load_log(world: World, run_id: str, *, after_seq: int = 0) -> tuple[list[Event], int]:
@@ -185,8 +189,10 @@ async def run_delivery(
     kept = engine.take_kept(run_id) if limits.keep_replays else None
     if kept is not None:
         run = kept.run  # its name and input never change; the log read below shows an end
+        report.run = run
     else:
         run = await world.runs.get(run_id)
+        report.run = run
         if run.status.terminal:
             # Ended (a redelivery, a wake-up queued before the end, a cancel): the
             # run row is the fold of the log, so the log need not be read.

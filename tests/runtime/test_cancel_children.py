@@ -184,3 +184,32 @@ async def test_a_cancelled_runs_kept_replay_is_dropped(world: World, clock: Fixe
     await run.cancel()
     await Worker(world).drain()  # the wake-up queued by the cancel
     assert not engine_for(world).keeps(run.run_id)
+
+
+async def test_only_a_child_is_read_again_when_it_ends(
+    world: World, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delivery reads its run once; a child's last delivery reads it again to tell its
+    parent, a run that is no child is not read again (its parent attribute is set at
+    creation only)."""
+    reads: list[str] = []
+    get = world.runs.get
+
+    async def counted(run_id: str) -> object:
+        reads.append(run_id)
+        return await get(run_id)
+
+    monkeypatch.setattr(world.runs, "get", counted)
+    alone = await start(wf_hooks.child, 1, world=world)
+    delivered = await Worker(world).drain()
+    assert delivered >= 1
+    assert reads.count(alone.run_id) == delivered  # its one message: one read each
+    assert await alone.result() == 10
+    reads.clear()
+    run = await start(wf_hooks.parent, 2, world=world)
+    await run_to_end(world, clock, run)
+    child_id, a, b = await run.result()
+    assert (a, b) == (20, 30)
+    # Each child's end was handed to the parent: a read past its deliveries' own.
+    for child in (child_id, f"{run.run_id}-c2"):
+        assert reads.count(child) >= 2, (child, reads)

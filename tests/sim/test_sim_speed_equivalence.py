@@ -53,6 +53,9 @@ from durasim.worlds._time import CountingIds
 #: fault kinds as one bit mask instead of a coin per kind (the same seed now draws
 #: other examples).  That session's runtime, World and simulator changes were checked
 #: against the 1566b8d figures first, with the coins put back: all three held.
+#: Re-recorded in session 21: a run that is no child is not read again after its end
+#: (notify_parent), so every run makes one World call fewer and the same seed draws
+#: at other points.
 _EXPLORED: list[
     tuple[Any, tuple[Any, ...], int, dict[str, int], dict[str, int], dict[str, int], str]
 ] = [
@@ -61,34 +64,34 @@ _EXPLORED: list[
         (3,),
         25,
         {
-            "crash": 3,
+            "crash": 2,
             "drop": 1,
             "duplicate": 2,
-            "expire_lease": 4,
+            "expire_lease": 3,
             "fail_renewal": 1,
-            "stall_heartbeat": 3,
-            "withhold": 2,
+            "stall_heartbeat": 5,
+            "withhold": 3,
         },
         {"ok": 25},
         {"completed": 24, "stalled": 1},
-        "e05422d780a76ada",
+        "ce93ad538cdd217a",
     ),
     (
         sf.fan_out,
         (3,),
         25,
         {
-            "crash": 3,
+            "crash": 2,
             "drop": 1,
             "duplicate": 2,
-            "expire_lease": 4,
+            "expire_lease": 3,
             "fail_renewal": 1,
-            "stall_heartbeat": 3,
-            "withhold": 2,
+            "stall_heartbeat": 5,
+            "withhold": 3,
         },
         {"ok": 25},
         {"completed": 24, "stalled": 1},
-        "99ae117a34547796",
+        "ab31c5b9f0a1c991",
     ),
     (
         sf.two_steps,
@@ -96,17 +99,15 @@ _EXPLORED: list[
         25,
         {
             "crash": 2,
-            "drop": 1,
-            "duplicate": 1,
-            "expire_lease": 3,
-            "fail": 1,
-            "fail_renewal": 1,
-            "stall_heartbeat": 5,
-            "withhold": 2,
+            "delay": 1,
+            "drop": 2,
+            "duplicate": 3,
+            "expire_lease": 5,
+            "withhold": 1,
         },
         {"ok": 25},
-        {"completed": 24, "stalled": 1},
-        "3edfe18d16496890",
+        {"completed": 23, "stalled": 2},
+        "6d090accccbead41",
     ),
 ]
 
