@@ -153,14 +153,14 @@ async def await_child(child_id: str) -> Any:
     return raise_or_return(outcome)
 
 
-async def notify_parent(world: World, run_id: str, *, read: RunRecord | None = None) -> None:
+async def notify_parent(world: World, run_id: str, *, parent: str | None = None) -> None:
     """If ``run_id`` is a child that has ended, hand its outcome to a waiting parent.
 
-    ``read``: the run as read earlier, if it was.  A run is a child from its
-    ``run_created`` on (the runtime never sets the attribute later): one read
-    without a parent is not read again.
+    ``parent``: the run's parent as read earlier (``""``: none), ``None`` if it was
+    not read.  A run is a child from its ``run_created`` on (the runtime never sets
+    the attribute later): a run read without a parent is not read again.
     """
-    if read is not None and not read.attributes.get(PARENT_ATTR):
+    if parent == "":
         return
     try:
         run = await world.runs.get(run_id)

@@ -203,7 +203,7 @@ class Engine:
         if report.status is DeliveryStatus.FINISHED:
             # Also on a redelivery of an ended run: a crash between the end and this
             # hand-over must not leave a parent waiting forever.
-            await notify_parent(world, run_id, read=report.run)
+            await notify_parent(world, run_id, parent=report.parent)
         return report
 
     async def handle(

@@ -37,12 +37,12 @@ from durasim.worlds import (
     CorruptedLog,
     Event,
     EventRequest,
-    RunRecord,
     Types,
     World,
 )
 
 from ._authoring import find_workflow
+from ._children import PARENT_ATTR
 from ._delivery import RunDelivery
 from ._errors import ReplayDivergence
 from ._metadata import WorkflowMetadata
@@ -129,9 +129,10 @@ class DeliveryReport:
     wake_at: datetime | None = None
     divergences: int = 0
     divergence: str = ""  # what the last divergence said (both sides, the likely causes)
-    #: The run as this delivery read it (or kept it) before replaying: ``None`` until
-    #: then.  Its creation attributes (a child's parent) never change.
-    run: RunRecord | None = None
+    #: The run's parent as this delivery read the run (or kept it) before replaying:
+    #: ``""`` when it has none, ``None`` when the run was not read.  Only ``run_created``
+    #: sets it.  (Not the run itself: a worker keeps its last reports.)
+    parent: str | None = None
 
 
 async def load_log(world: World, run_id: str, *, after_seq: int = 0) -> tuple[list[Event], int]:
@@ -189,10 +190,10 @@ async def run_delivery(
     kept = engine.take_kept(run_id) if limits.keep_replays else None
     if kept is not None:
         run = kept.run  # its name and input never change; the log read below shows an end
-        report.run = run
+        report.parent = run.attributes.get(PARENT_ATTR) or ""
     else:
         run = await world.runs.get(run_id)
-        report.run = run
+        report.parent = run.attributes.get(PARENT_ATTR) or ""
         if run.status.terminal:
             # Ended (a redelivery, a wake-up queued before the end, a cancel): the
             # run row is the fold of the log, so the log need not be read.

@@ -201,9 +201,11 @@ async def test_only_a_child_is_read_again_when_it_ends(
 
     monkeypatch.setattr(world.runs, "get", counted)
     alone = await start(wf_hooks.child, 1, world=world)
-    delivered = await Worker(world).drain()
+    worker = Worker(world)
+    delivered = await worker.drain()
     assert delivered >= 1
     assert reads.count(alone.run_id) == delivered  # its one message: one read each
+    assert [r.parent for r in worker.reports] == [""] * delivered  # read: no parent
     assert await alone.result() == 10
     reads.clear()
     run = await start(wf_hooks.parent, 2, world=world)
@@ -213,3 +215,4 @@ async def test_only_a_child_is_read_again_when_it_ends(
     # Each child's end was handed to the parent: a read past its deliveries' own.
     for child in (child_id, f"{run.run_id}-c2"):
         assert reads.count(child) >= 2, (child, reads)
+        assert (await world.runs.get(child)).attributes["durasim.parent_run_id"] == run.run_id
