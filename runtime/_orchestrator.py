@@ -190,15 +190,14 @@ async def run_delivery(
     kept = engine.take_kept(run_id) if limits.keep_replays else None
     if kept is not None:
         run = kept.run  # its name and input never change; the log read below shows an end
-        report.parent = run.attributes.get(PARENT_ATTR) or ""
     else:
         run = await world.runs.get(run_id)
-        report.parent = run.attributes.get(PARENT_ATTR) or ""
-        if run.status.terminal:
-            # Ended (a redelivery, a wake-up queued before the end, a cancel): the
-            # run row is the fold of the log, so the log need not be read.
-            report.status = _FINISHED
-            return
+    report.parent = run.attributes.get(PARENT_ATTR) or ""
+    if kept is None and run.status.terminal:
+        # Ended (a redelivery, a wake-up queued before the end, a cancel): the run
+        # row is the fold of the log, so the log need not be read.
+        report.status = _FINISHED
+        return
     held = len(kept.events) if kept is not None else 0
     try:
         if kept is not None:
